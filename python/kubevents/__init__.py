@@ -1,0 +1,55 @@
+"""kubevents: client-go's Kubernetes event machinery for Python, with a Rust core.
+
+The correlator decides, event for event, what client-go's ``tools/record`` ``EventCorrelator`` decides:
+similar events are aggregated, identical ones counted (with the strategic merge patch the API server
+expects), and a token bucket per source and object filters spam. Everything time-dependent takes a clock,
+so tests and replays run on virtual time.
+
+Example::
+
+    >>> import kubevents
+    >>> clock = kubevents.FakeClock(1_700_000_000)
+    >>> c = kubevents.Correlator(clock=clock)
+    >>> pod = {"kind": "Pod", "namespace": "web", "name": "api-0", "uid": "u1", "apiVersion": "v1"}
+    >>> ev = kubevents.make_event(pod, "Warning", "BackOff", "Back-off restarting", source="kubelet", clock=clock)
+    >>> c.correlate(ev).event["count"]
+    1
+    >>> clock.step(10)  # doctest: +ELLIPSIS
+    datetime.datetime(...)
+    >>> c.correlate(kubevents.make_event(pod, "Warning", "BackOff", "Back-off restarting", source="kubelet", clock=clock)).patch
+    b'{"count":2,"lastTimestamp":"2023-11-14T22:13:30Z","message":"Back-off restarting"}'
+
+Where kubevents deliberately differs from client-go:
+
+* When aggregation has to drop a message from a group's set, it drops the oldest one inserted; Go drops an
+  arbitrary one (``PopAny``, random in practice), so which messages keep their own events is random there.
+* ``simulate`` names events that fall back to a UUID from a seeded generator, so replays repeat exactly.
+* Negative option values raise ``ValueError``; client-go passes them on (a negative burst filters every
+  event). As in client-go, a zero option selects the default, and ``qps`` is stored as a float32.
+"""
+
+from kubevents._native import (
+    DEFAULT_QPS,
+    CorrelateResult,
+    Correlator,
+    Decisions,
+    FakeClock,
+    IntervalClock,
+    RealClock,
+    Simulation,
+    make_event,
+    simulate,
+)
+
+__all__ = [
+    "DEFAULT_QPS",
+    "CorrelateResult",
+    "Correlator",
+    "Decisions",
+    "FakeClock",
+    "IntervalClock",
+    "RealClock",
+    "Simulation",
+    "make_event",
+    "simulate",
+]

@@ -1,0 +1,122 @@
+//! Clocks. Everything time-dependent takes one, so tests and replays run on virtual time.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use crate::error::Error;
+use crate::time::Time;
+
+/// A source of the current instant. Reads may fail when the clock is user code (a Python object).
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Result<Time, Error>;
+}
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealClock;
+
+impl Clock for RealClock {
+    fn now(&self) -> Result<Time, Error> {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_err(|_| Error::Clock("the system clock is before 1970".into()))?;
+        i64::try_from(d.as_nanos())
+            .map(Time)
+            .map_err(|_| Error::Clock("the system clock is past 2262".into()))
+    }
+}
+
+/// A clock that moves only when told to (client-go's `testclocks.FakeClock`).
+#[derive(Debug, Default)]
+pub struct FakeClock {
+    now: AtomicI64,
+}
+
+impl FakeClock {
+    pub fn new(start: Time) -> Self {
+        FakeClock { now: AtomicI64::new(start.0) }
+    }
+
+    pub fn get(&self) -> Time {
+        Time(self.now.load(Ordering::Acquire))
+    }
+
+    pub fn set(&self, t: Time) {
+        self.now.store(t.0, Ordering::Release);
+    }
+
+    pub fn step(&self, nanos: i64) -> Time {
+        let prev = self.now.fetch_add(nanos, Ordering::AcqRel);
+        Time(prev.saturating_add(nanos))
+    }
+}
+
+impl Clock for FakeClock {
+    fn now(&self) -> Result<Time, Error> {
+        Ok(self.get())
+    }
+}
+
+/// A clock that advances by a fixed interval before every read (client-go's `SimpleIntervalClock`),
+/// which the correlator tests use to give every clock read its own instant.
+#[derive(Debug)]
+pub struct IntervalClock {
+    now: AtomicI64,
+    interval: i64,
+}
+
+impl IntervalClock {
+    pub fn new(start: Time, interval_nanos: i64) -> Self {
+        IntervalClock { now: AtomicI64::new(start.0), interval: interval_nanos }
+    }
+
+    pub fn interval_nanos(&self) -> i64 {
+        self.interval
+    }
+
+    /// The last instant handed out, without advancing.
+    pub fn peek(&self) -> Time {
+        Time(self.now.load(Ordering::Acquire))
+    }
+}
+
+impl Clock for IntervalClock {
+    fn now(&self) -> Result<Time, Error> {
+        let prev = self.now.fetch_add(self.interval, Ordering::AcqRel);
+        Ok(Time(prev.saturating_add(self.interval)))
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now(&self) -> Result<Time, Error> {
+        (**self).now()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fake_clock_moves_only_when_told() {
+        let c = FakeClock::new(Time(10));
+        assert_eq!(c.now().unwrap(), Time(10));
+        assert_eq!(c.now().unwrap(), Time(10));
+        assert_eq!(c.step(5), Time(15));
+        c.set(Time(3));
+        assert_eq!(c.now().unwrap(), Time(3));
+    }
+
+    #[test]
+    fn interval_clock_advances_before_every_read() {
+        let c = IntervalClock::new(Time(0), 7);
+        assert_eq!(c.now().unwrap(), Time(7));
+        assert_eq!(c.now().unwrap(), Time(14));
+        assert_eq!(c.peek(), Time(14));
+    }
+
+    #[test]
+    fn real_clock_is_after_2020() {
+        assert!(RealClock.now().unwrap() > Time(1_577_836_800_000_000_000));
+    }
+}

@@ -1,0 +1,184 @@
+//! client-go's `EventCorrelator` (`tools/record/events_cache.go`): aggregate → observe (count and patch) →
+//! spam filter, with three LRU caches and client-go's defaults.
+
+mod aggregator;
+pub mod keys;
+mod observe;
+pub mod patch;
+pub mod rate;
+mod spam;
+
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+pub use aggregator::aggregate_event;
+use aggregator::Aggregator;
+pub use keys::{AggregateKeyFn, MessageFn, SpamKeyFn};
+use observe::Observer;
+use spam::SpamFilter;
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::event::Event;
+
+/// `maxLruCacheEntries`.
+pub const DEFAULT_LRU_CACHE_SIZE: usize = 4096;
+/// `defaultSpamBurst`.
+pub const DEFAULT_BURST: i64 = 25;
+/// `defaultSpamQPS`, as the float32 that `CorrelatorOptions.QPS` holds.
+pub const DEFAULT_QPS: f32 = 1.0 / 300.0;
+/// `defaultAggregateMaxEvents`.
+pub const DEFAULT_MAX_EVENTS: usize = 10;
+/// `defaultAggregateIntervalInSeconds`.
+pub const DEFAULT_MAX_INTERVAL_SECONDS: i64 = 600;
+
+/// `CorrelatorOptions` without the clock and the key functions. As in client-go's `populateDefaults`, a
+/// zero selects the default.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CorrelatorOptions {
+    pub lru_cache_size: usize,
+    pub burst: i64,
+    pub qps: f32,
+    pub max_events: usize,
+    pub max_interval_seconds: i64,
+}
+
+impl Default for CorrelatorOptions {
+    fn default() -> Self {
+        CorrelatorOptions {
+            lru_cache_size: DEFAULT_LRU_CACHE_SIZE,
+            burst: DEFAULT_BURST,
+            qps: DEFAULT_QPS,
+            max_events: DEFAULT_MAX_EVENTS,
+            max_interval_seconds: DEFAULT_MAX_INTERVAL_SECONDS,
+        }
+    }
+}
+
+impl CorrelatorOptions {
+    /// Replaces zeros by the defaults and rejects what client-go would turn into a correlator that drops
+    /// everything (negative sizes, bursts, rates or intervals) or into undefined arithmetic (NaN, infinity).
+    pub fn populated(self) -> Result<Self> {
+        if self.burst < 0 {
+            return Err(Error::Option(format!("burst must be >= 0, got {}", self.burst)));
+        }
+        if !self.qps.is_finite() || self.qps < 0.0 {
+            return Err(Error::Option(format!("qps must be a finite number >= 0, got {}", self.qps)));
+        }
+        if self.max_interval_seconds < 0 {
+            return Err(Error::Option(format!("max_interval must be >= 0 seconds, got {}", self.max_interval_seconds)));
+        }
+        let d = CorrelatorOptions::default();
+        let or = |v: i64, default: i64| if v == 0 { default } else { v };
+        Ok(CorrelatorOptions {
+            lru_cache_size: if self.lru_cache_size == 0 { d.lru_cache_size } else { self.lru_cache_size },
+            burst: or(self.burst, d.burst),
+            qps: if self.qps == 0.0 { d.qps } else { self.qps },
+            max_events: if self.max_events == 0 { d.max_events } else { self.max_events },
+            max_interval_seconds: or(self.max_interval_seconds, d.max_interval_seconds),
+        })
+    }
+}
+
+/// Replacements for the native key functions (`KeyFunc`, `MessageFunc`, `SpamKeyFunc`); `None` keeps
+/// client-go's default.
+#[derive(Default)]
+pub struct KeyFuncs {
+    pub aggregate: Option<Box<AggregateKeyFn>>,
+    pub message: Option<Box<MessageFn>>,
+    pub spam: Option<Box<SpamKeyFn>>,
+}
+
+/// `EventCorrelateResult`, plus whether the aggregator replaced the event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Correlation {
+    /// The event to write; `None` when skipped.
+    pub event: Option<Event>,
+    /// The strategic merge patch for a repeat; the write is a patch when `event.count > 1`.
+    pub patch: Option<Vec<u8>>,
+    /// The spam filter rejected the event.
+    pub skip: bool,
+    /// The event was replaced by its group's "(combined from similar events)" event.
+    pub aggregated: bool,
+}
+
+/// The correlator. Not synchronised: wrap it in a lock to share it.
+pub struct EventCorrelator {
+    clock: Arc<dyn Clock>,
+    aggregator: Aggregator,
+    observer: Observer,
+    spam: SpamFilter,
+    funcs: KeyFuncs,
+    // Scratch key buffers, reused across calls (an evicted cache key hands its allocation back).
+    event_key: String,
+    aggregate_key: String,
+    spam_key: String,
+}
+
+impl EventCorrelator {
+    pub fn new(options: CorrelatorOptions, clock: Arc<dyn Clock>, funcs: KeyFuncs) -> Result<Self> {
+        let o = options.populated()?;
+        let size = NonZeroUsize::new(o.lru_cache_size).expect("populated() replaced zero");
+        Ok(EventCorrelator {
+            clock,
+            aggregator: Aggregator::new(size, o.max_events, o.max_interval_seconds),
+            observer: Observer::new(size),
+            spam: SpamFilter::new(size, o.qps, o.burst),
+            funcs,
+            event_key: String::with_capacity(256),
+            aggregate_key: String::with_capacity(256),
+            spam_key: String::with_capacity(256),
+        })
+    }
+
+    /// `EventCorrelate`. Reads the clock twice: once for the aggregator, once for the spam filter.
+    pub fn correlate(&mut self, event: Event) -> Result<Correlation> {
+        let now = self.clock.now()?;
+        keys::event_key_into(&event, &mut self.event_key);
+        let combine = match &self.funcs.aggregate {
+            None => {
+                keys::aggregate_key_into(&event, &mut self.aggregate_key);
+                self.aggregator.record(&mut self.aggregate_key, &event.message, now)
+            }
+            Some(f) => {
+                let (aggregate_key, local_key) = f(&event)?;
+                self.aggregate_key = aggregate_key;
+                self.aggregator.record(&mut self.aggregate_key, &local_key, now)
+            }
+        };
+        let (event, key) = if combine {
+            let message = match &self.funcs.message {
+                None => keys::aggregate_message(&event),
+                Some(f) => f(&event)?,
+            };
+            (aggregate_event(event, message, now), &mut self.aggregate_key)
+        } else {
+            (event, &mut self.event_key)
+        };
+        let (observed, patch) = self.observer.observe(event, key);
+
+        match &self.funcs.spam {
+            None => keys::spam_key_into(&observed, &mut self.spam_key),
+            Some(f) => self.spam_key = f(&observed)?,
+        }
+        let clock = &self.clock;
+        if self.spam.filter(&mut self.spam_key, || clock.now())? {
+            return Ok(Correlation { event: None, patch: None, skip: true, aggregated: combine });
+        }
+        Ok(Correlation { event: Some(observed), patch, skip: false, aggregated: combine })
+    }
+
+    /// `UpdateState`: records a server's answer (name, resourceVersion, count, firstTimestamp) under its
+    /// `getEventKey`.
+    pub fn update_state(&mut self, event: &Event) {
+        self.observer.update_state(event, &mut self.event_key);
+    }
+
+    /// Entries in the (aggregator, observer, spam filter) caches.
+    pub fn cache_lens(&self) -> (usize, usize, usize) {
+        (self.aggregator.len(), self.observer.len(), self.spam.len())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,121 @@
+//! The strategic merge patch client-go sends for a repeated event.
+//!
+//! `eventObserve` diffs the event against a copy with `count` 0, `lastTimestamp` at the Unix epoch and no
+//! message, so `CreateTwoWayMergePatch` can only ever produce the keys `count`, `lastTimestamp` and
+//! `message`, each present when its value differs from the copy's, in the sorted key order of Go's
+//! `json.Marshal` of a map. Strings are escaped as Go's encoder escapes them (HTML characters included).
+
+use crate::time::Time;
+
+const EPOCH_RFC3339: &str = "1970-01-01T00:00:00Z";
+
+/// Appends `s` as a JSON string the way Go's `encoding/json` writes it with HTML escaping on:
+/// `<`, `>`, `&`, U+2028 and U+2029 as `\u` escapes; `\b \f \n \r \t` short; other controls `\u00xx`.
+pub fn push_go_json_string(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        let short: Option<&[u8]> = match c {
+            '"' => Some(b"\\\""),
+            '\\' => Some(b"\\\\"),
+            '\u{8}' => Some(b"\\b"),
+            '\u{c}' => Some(b"\\f"),
+            '\n' => Some(b"\\n"),
+            '\r' => Some(b"\\r"),
+            '\t' => Some(b"\\t"),
+            _ => None,
+        };
+        let needs_u = matches!(c, '\0'..='\u{1f}' | '<' | '>' | '&' | '\u{2028}' | '\u{2029}');
+        if short.is_none() && !needs_u {
+            continue;
+        }
+        out.extend_from_slice(&bytes[start..i]);
+        start = i + c.len_utf8();
+        match short {
+            Some(esc) => out.extend_from_slice(esc),
+            None => {
+                let v = c as u32;
+                out.extend_from_slice(b"\\u");
+                for shift in [12, 8, 4, 0] {
+                    out.push(HEX[((v >> shift) & 0xf) as usize]);
+                }
+            }
+        }
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+/// The patch bytes for a repeat with the given count, last timestamp and message.
+pub fn count_patch(count: i32, last_timestamp: Option<Time>, message: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + message.len());
+    out.push(b'{');
+    let mut first = true;
+    let mut sep = |out: &mut Vec<u8>| {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+    };
+    if count != 0 {
+        sep(&mut out);
+        out.extend_from_slice(b"\"count\":");
+        out.extend_from_slice(count.to_string().as_bytes());
+    }
+    match last_timestamp {
+        None => {
+            sep(&mut out);
+            out.extend_from_slice(b"\"lastTimestamp\":null");
+        }
+        Some(t) => {
+            let mut ts = String::with_capacity(20);
+            t.write_rfc3339(&mut ts);
+            if ts != EPOCH_RFC3339 {
+                sep(&mut out);
+                out.extend_from_slice(b"\"lastTimestamp\":\"");
+                out.extend_from_slice(ts.as_bytes());
+                out.push(b'"');
+            }
+        }
+    }
+    if !message.is_empty() {
+        sep(&mut out);
+        out.extend_from_slice(b"\"message\":");
+        push_go_json_string(&mut out, message);
+    }
+    out.push(b'}');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(b: Vec<u8>) -> String {
+        String::from_utf8(b).unwrap()
+    }
+
+    #[test]
+    fn worked_example_of_the_reference() {
+        assert_eq!(
+            s(count_patch(2, Some(Time(1_704_067_202_000_000_000)), "some verbose message: 1")),
+            r#"{"count":2,"lastTimestamp":"2024-01-01T00:00:02Z","message":"some verbose message: 1"}"#
+        );
+    }
+
+    #[test]
+    fn keys_equal_to_the_old_copy_are_left_out() {
+        assert_eq!(s(count_patch(3, Some(Time(1_000_000_000)), "")), r#"{"count":3,"lastTimestamp":"1970-01-01T00:00:01Z"}"#);
+        assert_eq!(s(count_patch(3, Some(Time(999_999_999)), "m")), r#"{"count":3,"message":"m"}"#);
+        assert_eq!(s(count_patch(0, None, "")), r#"{"lastTimestamp":null}"#);
+    }
+
+    #[test]
+    fn escapes_as_go_does() {
+        let mut out = Vec::new();
+        push_go_json_string(&mut out, "a<b>&\"\\\u{8}\u{c}\n\r\t\u{1}\u{1f}\u{7f}\u{2028}\u{2029}é✓");
+        assert_eq!(s(out), r#""a\u003cb\u003e\u0026\"\\\b\f\n\r\t\u0001\u001f\u007f\u2028\u2029é✓""#.replace("\\u007f", "\u{7f}"));
+    }
+}

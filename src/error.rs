@@ -1,0 +1,75 @@
+//! The core's one error type. `src/py/errors.rs` maps each variant to a Python exception.
+
+use std::fmt;
+
+/// What went wrong, with enough context (field path, trace line) to say it in one sentence.
+#[derive(Debug)]
+pub enum Error {
+    /// A field has the wrong type (Python `TypeError`).
+    Type { field: String, message: String },
+    /// A field has a value that is not allowed or does not parse (Python `ValueError`).
+    Value { field: String, message: String },
+    /// An option out of range (Python `ValueError`).
+    Option(String),
+    /// A clock could not be read.
+    Clock(String),
+    /// A trace could not be read or a record in it is bad; `line` is 1-based.
+    Trace { line: u64, source: Box<Error> },
+    Io(std::io::Error),
+    /// An error raised by user code (a Python callable), carried through the core untouched.
+    External(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl Error {
+    pub fn value(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Value { field: field.into(), message: message.into() }
+    }
+
+    pub fn type_(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Type { field: field.into(), message: message.into() }
+    }
+
+    pub fn at_line(self, line: u64) -> Self {
+        match self {
+            e @ Error::Trace { .. } => e,
+            e => Error::Trace { line, source: Box::new(e) },
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Type { field, message } | Error::Value { field, message } => {
+                if field.is_empty() {
+                    f.write_str(message)
+                } else {
+                    write!(f, "{field}: {message}")
+                }
+            }
+            Error::Option(m) | Error::Clock(m) => f.write_str(m),
+            Error::Trace { line, source } => write!(f, "line {line}: {source}"),
+            Error::Io(e) => write!(f, "{e}"),
+            Error::External(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Trace { source, .. } => Some(source.as_ref()),
+            Error::Io(e) => Some(e),
+            Error::External(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e)
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

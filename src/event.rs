@@ -1,0 +1,187 @@
+//! The core/v1 `Event` and its parts, with the Kubernetes JSON names.
+//!
+//! Serialization follows Go's `encoding/json` on the k8s.io/api structs: `omitempty` strings are left out
+//! when empty, struct-valued fields (`metadata`, `source`, the timestamps) are always written, zero timestamps
+//! are `null`, and `reportingComponent`/`reportingInstance` have no `omitempty`. On input every field but
+//! `involvedObject` may be missing or `null`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::time::{self, Time};
+
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// `v1.ObjectReference`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReference {
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub field_path: String,
+}
+
+/// The part of `metav1.ObjectMeta` that events use. Other metadata a server returns is ignored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// `v1.EventSource`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct EventSource {
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub component: String,
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub host: String,
+}
+
+/// `v1.EventSeries`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventSeries {
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "is_zero")]
+    pub count: i32,
+    #[serde(default, with = "time::rfc3339_micro")]
+    pub last_observed_time: Option<Time>,
+}
+
+fn is_zero(v: &i32) -> bool {
+    *v == 0
+}
+
+/// `v1.Event` (core/v1).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub metadata: ObjectMeta,
+    pub involved_object: ObjectReference,
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub source: EventSource,
+    #[serde(default, with = "time::rfc3339")]
+    pub first_timestamp: Option<Time>,
+    #[serde(default, with = "time::rfc3339")]
+    pub last_timestamp: Option<Time>,
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "is_zero")]
+    pub count: i32,
+    #[serde(
+        rename = "type",
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub type_: String,
+    #[serde(default, with = "time::rfc3339_micro")]
+    pub event_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<EventSeries>,
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
+    pub action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub related: Option<ObjectReference>,
+    /// Go's `ReportingController`, which core/v1 spells `reportingComponent` on the wire.
+    #[serde(rename = "reportingComponent", default, deserialize_with = "null_as_default")]
+    pub reporting_controller: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub reporting_instance: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Event {
+        Event {
+            metadata: ObjectMeta { name: "foo.17a610173cffca00".into(), namespace: "baz".into(), ..Default::default() },
+            involved_object: ObjectReference {
+                kind: "Pod".into(),
+                namespace: "baz".into(),
+                name: "foo".into(),
+                uid: "bar".into(),
+                api_version: "v1".into(),
+                field_path: "spec.containers[2]".into(),
+                ..Default::default()
+            },
+            reason: "Started".into(),
+            message: "héllo ✓".into(),
+            source: EventSource { component: "eventTest".into(), host: String::new() },
+            first_timestamp: Some(Time(1_704_067_201_000_000_000)),
+            last_timestamp: Some(Time(1_704_067_201_000_000_000)),
+            count: 1,
+            type_: "Normal".into(),
+            reporting_controller: "eventTest".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn serializes_like_go() {
+        let json = serde_json::to_string(&sample()).unwrap();
+        assert_eq!(
+            json,
+            concat!(
+                r#"{"metadata":{"name":"foo.17a610173cffca00","namespace":"baz"},"#,
+                r#""involvedObject":{"kind":"Pod","namespace":"baz","name":"foo","uid":"bar","apiVersion":"v1","fieldPath":"spec.containers[2]"},"#,
+                r#""reason":"Started","message":"héllo ✓","source":{"component":"eventTest"},"#,
+                r#""firstTimestamp":"2024-01-01T00:00:01Z","lastTimestamp":"2024-01-01T00:00:01Z","count":1,"type":"Normal","#,
+                r#""eventTime":null,"reportingComponent":"eventTest","reportingInstance":""}"#
+            )
+        );
+    }
+
+    #[test]
+    fn round_trips() {
+        let mut ev = sample();
+        ev.series = Some(EventSeries { count: 2, last_observed_time: Some(Time(1_704_067_201_123_456_000)) });
+        ev.event_time = Some(Time(1_704_067_201_000_001_000));
+        ev.metadata.annotations.insert("a".into(), "b".into());
+        let back: Event = serde_json::from_str(&serde_json::to_string(&ev).unwrap()).unwrap();
+        assert_eq!(back, ev);
+    }
+
+    #[test]
+    fn accepts_nulls_and_requires_involved_object() {
+        let ev: Event =
+            serde_json::from_str(r#"{"involvedObject":{"name":"x","fieldPath":null},"count":null,"source":null}"#)
+                .unwrap();
+        assert_eq!(ev.involved_object.name, "x");
+        assert_eq!(ev.count, 0);
+        let err = serde_json::from_str::<Event>(r#"{"reason":"x"}"#).unwrap_err();
+        assert!(err.to_string().contains("involvedObject"), "{err}");
+    }
+}

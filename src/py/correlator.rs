@@ -1,0 +1,241 @@
+//! `kubevents.Correlator` and `kubevents.make_event`.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+
+use super::clock::clock_arg;
+use super::convert::{event_from_py, to_py};
+use super::errors::external;
+use crate::correlator::{Correlation, CorrelatorOptions, EventCorrelator, KeyFuncs, DEFAULT_QPS};
+use crate::error::Error;
+use crate::event::{Event, EventSource, ObjectReference};
+use crate::recorder::{make_event as core_make_event, EventSpec, UuidSource};
+
+/// Correlator options from Python keywords, checked with messages that name the option.
+pub fn options_from_py(
+    lru_cache_size: i64,
+    burst: i64,
+    qps: f64,
+    max_events: i64,
+    max_interval: i64,
+) -> PyResult<CorrelatorOptions> {
+    let non_negative = |name: &str, v: i64| -> PyResult<i64> {
+        if v < 0 {
+            Err(PyValueError::new_err(format!("{name} must be >= 0, got {v}")))
+        } else {
+            Ok(v)
+        }
+    };
+    if !qps.is_finite() || qps < 0.0 || qps > f64::from(f32::MAX) {
+        return Err(PyValueError::new_err(format!("qps must be a finite number >= 0, got {qps}")));
+    }
+    let options = CorrelatorOptions {
+        lru_cache_size: non_negative("lru_cache_size", lru_cache_size)? as usize,
+        burst: non_negative("burst", burst)?,
+        // CorrelatorOptions.QPS is a float32 in client-go.
+        qps: qps as f32,
+        max_events: non_negative("max_events", max_events)? as usize,
+        max_interval_seconds: non_negative("max_interval", max_interval)?,
+    };
+    Ok(options.populated()?)
+}
+
+/// Python callables as the correlator's key functions; each gets the event as a dict.
+pub fn key_funcs_from_py(
+    key_func: Option<Py<PyAny>>,
+    message_func: Option<Py<PyAny>>,
+    spam_key_func: Option<Py<PyAny>>,
+) -> PyResult<KeyFuncs> {
+    let check = |name: &str, f: &Option<Py<PyAny>>| -> PyResult<()> {
+        match f {
+            Some(f) if !Python::attach(|py| f.bind(py).is_callable()) => {
+                Err(PyTypeError::new_err(format!("{name} must be callable")))
+            }
+            _ => Ok(()),
+        }
+    };
+    check("key_func", &key_func)?;
+    check("message_func", &message_func)?;
+    check("spam_key_func", &spam_key_func)?;
+    let call_str = |name: &'static str, f: Py<PyAny>| {
+        move |e: &Event| -> Result<String, Error> {
+            Python::attach(|py| {
+                let out = f.call1(py, (to_py(py, e)?,))?;
+                out.bind(py).cast::<PyString>().map(|s| s.to_string()).map_err(|_| {
+                    PyTypeError::new_err(format!("{name} must return a str, got {}", type_name(out.bind(py))))
+                })
+            })
+            .map_err(external)
+        }
+    };
+    Ok(KeyFuncs {
+        aggregate: key_func.map(|f| {
+            Box::new(move |e: &Event| -> Result<(String, String), Error> {
+                Python::attach(|py| {
+                    let out = f.call1(py, (to_py(py, e)?,))?;
+                    out.bind(py).extract::<(String, String)>().map_err(|_| {
+                        PyTypeError::new_err(format!(
+                            "key_func must return a (aggregate_key, local_key) tuple of str, got {}",
+                            type_name(out.bind(py))
+                        ))
+                    })
+                })
+                .map_err(external)
+            }) as Box<_>
+        }),
+        message: message_func.map(|f| Box::new(call_str("message_func", f)) as Box<_>),
+        spam: spam_key_func.map(|f| Box::new(call_str("spam_key_func", f)) as Box<_>),
+    })
+}
+
+fn type_name(v: &Bound<'_, PyAny>) -> String {
+    v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+}
+
+/// What `Correlator.correlate` decided for one event.
+#[pyclass(module = "kubevents", name = "CorrelateResult", frozen, get_all)]
+pub struct PyCorrelateResult {
+    /// The event to write (a dict), or None when skipped.
+    event: Option<Py<PyAny>>,
+    /// The strategic merge patch for a repeat (bytes), or None.
+    patch: Option<Py<PyBytes>>,
+    /// True when the spam filter rejected the event.
+    skip: bool,
+    /// True when the event was replaced by its group's aggregate event.
+    aggregated: bool,
+}
+
+#[pymethods]
+impl PyCorrelateResult {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let event = match &self.event {
+            None => "None".to_owned(),
+            Some(e) => e.bind(py).repr()?.to_string(),
+        };
+        let patch = match &self.patch {
+            None => "None".to_owned(),
+            Some(p) => p.bind(py).repr()?.to_string(),
+        };
+        Ok(format!(
+            "CorrelateResult(skip={}, aggregated={}, patch={patch}, event={event})",
+            py_bool(self.skip),
+            py_bool(self.aggregated)
+        ))
+    }
+}
+
+fn py_bool(b: bool) -> &'static str {
+    if b {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+pub fn correlation_to_py(py: Python<'_>, c: Correlation) -> PyResult<PyCorrelateResult> {
+    Ok(PyCorrelateResult {
+        event: c.event.map(|e| to_py(py, &e).map(Bound::unbind)).transpose()?,
+        patch: c.patch.map(|p| PyBytes::new(py, &p).unbind()),
+        skip: c.skip,
+        aggregated: c.aggregated,
+    })
+}
+
+/// client-go's `EventCorrelator`.
+#[pyclass(module = "kubevents", name = "Correlator", frozen)]
+pub struct PyCorrelator {
+    inner: Mutex<EventCorrelator>,
+}
+
+#[pymethods]
+impl PyCorrelator {
+    #[new]
+    #[pyo3(signature = (*, clock=None, lru_cache_size=4096, burst=25, qps=f64::from(DEFAULT_QPS), max_events=10,
+                        max_interval=600, key_func=None, message_func=None, spam_key_func=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        clock: Option<&Bound<'_, PyAny>>,
+        lru_cache_size: i64,
+        burst: i64,
+        qps: f64,
+        max_events: i64,
+        max_interval: i64,
+        key_func: Option<Py<PyAny>>,
+        message_func: Option<Py<PyAny>>,
+        spam_key_func: Option<Py<PyAny>>,
+    ) -> PyResult<Self> {
+        let options = options_from_py(lru_cache_size, burst, qps, max_events, max_interval)?;
+        let funcs = key_funcs_from_py(key_func, message_func, spam_key_func)?;
+        let correlator = EventCorrelator::new(options, clock_arg(clock)?, funcs)?;
+        Ok(PyCorrelator { inner: Mutex::new(correlator) })
+    }
+
+    /// Aggregates, counts and spam-filters one event (a dict of the core/v1 Event JSON shape).
+    fn correlate(&self, py: Python<'_>, event: &Bound<'_, PyAny>) -> PyResult<PyCorrelateResult> {
+        let event = event_from_py(event)?;
+        let c = py.detach(|| self.lock().correlate(event))?;
+        correlation_to_py(py, c)
+    }
+
+    /// Records what the API server answered for a write (its name, resourceVersion, count, firstTimestamp).
+    fn update_state(&self, py: Python<'_>, event: &Bound<'_, PyAny>) -> PyResult<()> {
+        let event = event_from_py(event)?;
+        py.detach(|| self.lock().update_state(&event));
+        Ok(())
+    }
+}
+
+impl PyCorrelator {
+    fn lock(&self) -> std::sync::MutexGuard<'_, EventCorrelator> {
+        // A panic cannot leave the correlator half-updated in a way that matters more than losing it, and
+        // poisoning would turn one bug into an error on every later call.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The event client-go's recorder builds for `reference` at the clock's current time.
+#[pyfunction]
+#[pyo3(signature = (obj_ref, r#type, reason, message, *, source, clock=None, annotations=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn make_event<'py>(
+    py: Python<'py>,
+    obj_ref: &Bound<'py, PyAny>,
+    r#type: String,
+    reason: String,
+    message: String,
+    source: &Bound<'py, PyAny>,
+    clock: Option<&Bound<'py, PyAny>>,
+    annotations: Option<BTreeMap<String, String>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let reference: ObjectReference = {
+        let wrapped = pyo3::types::PyDict::new(py);
+        wrapped.set_item("involvedObject", obj_ref)?;
+        event_from_py(wrapped.as_any())
+            .map_err(|e| rename_err(py, e, "event.involvedObject", "obj_ref"))?
+            .involved_object
+    };
+    let source: EventSource = if let Ok(component) = source.extract::<String>() {
+        EventSource { component, host: String::new() }
+    } else {
+        let wrapped = pyo3::types::PyDict::new(py);
+        wrapped.set_item("involvedObject", pyo3::types::PyDict::new(py))?;
+        wrapped.set_item("source", source)?;
+        event_from_py(wrapped.as_any()).map_err(|e| rename_err(py, e, "event.source", "source"))?.source
+    };
+    let now = clock_arg(clock)?.now()?;
+    let spec = EventSpec { reference, annotations: annotations.unwrap_or_default(), type_: r#type, reason, message };
+    to_py(py, &core_make_event(spec, &source, now, &mut UuidSource::Random))
+}
+
+fn rename_err(py: Python<'_>, e: PyErr, from: &str, to: &str) -> PyErr {
+    let msg = e.value(py).to_string().replacen(from, to, 1);
+    if e.is_instance_of::<PyTypeError>(py) {
+        PyTypeError::new_err(msg)
+    } else {
+        PyValueError::new_err(msg)
+    }
+}

@@ -1,0 +1,249 @@
+//! Instants as nanoseconds since the Unix epoch, and their Kubernetes JSON forms.
+//!
+//! `metav1.Time` marshals as RFC 3339 with whole seconds and `Z`; `metav1.MicroTime` with six fractional
+//! digits. Go's zero time (year 1) marshals as `null`; it is `None` here, since year 1 does not fit in i64
+//! nanoseconds. Formatting is written out by hand because it sits on the correlator's hot path (every repeat
+//! formats `lastTimestamp` into a patch); parsing uses the `time` crate.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Deserializer, Serializer};
+
+pub const NANOS_PER_SECOND: i64 = 1_000_000_000;
+
+/// An instant, nanoseconds since 1970-01-01T00:00:00Z (Go's `time.Time` inside `metav1.Time`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Time(pub i64);
+
+impl Time {
+    pub const UNIX_EPOCH: Time = Time(0);
+
+    pub fn from_unix_nanos(ns: i64) -> Self {
+        Time(ns)
+    }
+
+    pub fn unix_nanos(self) -> i64 {
+        self.0
+    }
+
+    /// Go's `t.Sub(u)`: saturating at the ends of the duration range.
+    pub fn sub(self, earlier: Time) -> i64 {
+        self.0.saturating_sub(earlier.0)
+    }
+
+    pub fn add_nanos(self, d: i64) -> Time {
+        Time(self.0.saturating_add(d))
+    }
+
+    /// `2006-01-02T15:04:05Z` (RFC 3339, whole seconds, UTC), as `metav1.Time` writes it.
+    pub fn write_rfc3339(self, out: &mut String) {
+        let (secs, _) = split(self.0);
+        write_civil(secs, out);
+        out.push('Z');
+    }
+
+    /// `2006-01-02T15:04:05.000000Z`, as `metav1.MicroTime` writes it.
+    pub fn write_rfc3339_micro(self, out: &mut String) {
+        let (secs, nanos) = split(self.0);
+        write_civil(secs, out);
+        let _ = write!(out, ".{:06}Z", nanos / 1000);
+    }
+
+    /// UTC calendar fields: (year, month, day, hour, minute, second, nanosecond).
+    pub fn to_civil(self) -> (i64, u32, u32, u32, u32, u32, u32) {
+        let (secs, nanos) = split(self.0);
+        let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+        let sod = secs.rem_euclid(86_400) as u32;
+        (y, m, d, sod / 3600, sod / 60 % 60, sod % 60, nanos as u32)
+    }
+
+    /// The instant of UTC calendar fields, `None` outside the i64 nanosecond range.
+    pub fn from_civil(year: i64, month: u32, day: u32, hour: u32, minute: u32, second: u32, nanos: u32) -> Option<Time> {
+        let days = days_from_civil(year, month, day);
+        let secs = days
+            .checked_mul(86_400)?
+            .checked_add(i64::from(hour) * 3600 + i64::from(minute) * 60 + i64::from(second))?;
+        secs.checked_mul(NANOS_PER_SECOND)?.checked_add(i64::from(nanos)).map(Time)
+    }
+
+    pub fn to_rfc3339(self) -> String {
+        let mut s = String::with_capacity(20);
+        self.write_rfc3339(&mut s);
+        s
+    }
+
+    pub fn to_rfc3339_micro(self) -> String {
+        let mut s = String::with_capacity(27);
+        self.write_rfc3339_micro(&mut s);
+        s
+    }
+
+    /// Parses RFC 3339 (any offset, optional fractional seconds), as `metav1.Time.UnmarshalJSON` accepts.
+    pub fn parse_rfc3339(s: &str) -> Result<Time, TimeError> {
+        let dt = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+            .map_err(|e| TimeError::Parse(format!("{s:?} is not an RFC 3339 timestamp: {e}")))?;
+        i64::try_from(dt.unix_timestamp_nanos())
+            .map(Time)
+            .map_err(|_| TimeError::OutOfRange(s.to_owned()))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimeError {
+    Parse(String),
+    OutOfRange(String),
+}
+
+impl std::fmt::Display for TimeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TimeError::Parse(m) => f.write_str(m),
+            TimeError::OutOfRange(s) => {
+                write!(f, "{s:?} is outside the supported range (years 1678 to 2261)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TimeError {}
+
+/// Floor division into (seconds, nanoseconds in [0, 1e9)), so instants before 1970 format correctly.
+fn split(ns: i64) -> (i64, i64) {
+    (ns.div_euclid(NANOS_PER_SECOND), ns.rem_euclid(NANOS_PER_SECOND))
+}
+
+fn push2(out: &mut String, v: u32) {
+    out.push(char::from(b'0' + (v / 10) as u8));
+    out.push(char::from(b'0' + (v % 10) as u8));
+}
+
+fn write_civil(secs: i64, out: &mut String) {
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400) as u32;
+    let (y, m, d) = civil_from_days(days);
+    // i64 nanoseconds span years 1677..2262, so the year always has four digits.
+    let y = y as u32;
+    push2(out, y / 100);
+    push2(out, y % 100);
+    out.push('-');
+    push2(out, m);
+    out.push('-');
+    push2(out, d);
+    out.push('T');
+    push2(out, sod / 3600);
+    out.push(':');
+    push2(out, sod / 60 % 60);
+    out.push(':');
+    push2(out, sod % 60);
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day) (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Proleptic Gregorian (year, month, day) to days since 1970-01-01 (H. Hinnant's algorithm).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = i64::from(if m > 2 { m - 3 } else { m + 9 });
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// serde for `metav1.Time` fields: RFC 3339 seconds, `null` for the zero time.
+pub mod rfc3339 {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(t: &Option<Time>, s: S) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => s.serialize_str(&t.to_rfc3339()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Time>, D::Error> {
+        let s: Option<std::borrow::Cow<'de, str>> = Option::deserialize(d)?;
+        match s.as_deref() {
+            None | Some("") => Ok(None),
+            Some(s) => Time::parse_rfc3339(s).map(Some).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// serde for `metav1.MicroTime` fields: RFC 3339 with microseconds, `null` for the zero time.
+pub mod rfc3339_micro {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(t: &Option<Time>, s: S) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => s.serialize_str(&t.to_rfc3339_micro()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub use super::rfc3339::deserialize;
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_whole_seconds_in_utc() {
+        assert_eq!(Time(1_704_067_201_000_000_000).to_rfc3339(), "2024-01-01T00:00:01Z");
+        assert_eq!(Time(1_704_067_201_999_999_999).to_rfc3339(), "2024-01-01T00:00:01Z");
+        assert_eq!(Time(0).to_rfc3339(), "1970-01-01T00:00:00Z");
+        assert_eq!(Time(-1).to_rfc3339(), "1969-12-31T23:59:59Z");
+        assert_eq!(Time(951_782_400 * NANOS_PER_SECOND).to_rfc3339(), "2000-02-29T00:00:00Z");
+        assert_eq!(Time(i64::MAX).to_rfc3339(), "2262-04-11T23:47:16Z");
+        assert_eq!(Time(i64::MIN).to_rfc3339(), "1677-09-21T00:12:43Z");
+    }
+
+    #[test]
+    fn formats_microseconds() {
+        assert_eq!(Time(1_704_067_201_123_456_789).to_rfc3339_micro(), "2024-01-01T00:00:01.123456Z");
+        assert_eq!(Time(-1).to_rfc3339_micro(), "1969-12-31T23:59:59.999999Z");
+    }
+
+    #[test]
+    fn parses_offsets_and_fractions() {
+        assert_eq!(Time::parse_rfc3339("2024-01-01T00:00:01Z").unwrap(), Time(1_704_067_201_000_000_000));
+        assert_eq!(
+            Time::parse_rfc3339("2024-01-01T02:00:01.5+02:00").unwrap(),
+            Time(1_704_067_201_500_000_000)
+        );
+        assert!(matches!(Time::parse_rfc3339("yesterday"), Err(TimeError::Parse(_))));
+        assert!(matches!(Time::parse_rfc3339("2300-01-01T00:00:00Z"), Err(TimeError::OutOfRange(_))));
+    }
+
+    #[test]
+    fn civil_fields_round_trip() {
+        for ns in [0, -1, 1_704_067_201_123_456_789, i64::MAX, i64::MIN] {
+            let (y, mo, d, h, mi, s, n) = Time(ns).to_civil();
+            assert_eq!(Time::from_civil(y, mo, d, h, mi, s, n), Some(Time(ns)));
+        }
+        assert_eq!(Time::from_civil(9999, 1, 1, 0, 0, 0, 0), None);
+    }
+
+    #[test]
+    fn civil_round_trip_over_many_days() {
+        // Every day of 1900..2100 formats to a date that the parser maps back to the same instant.
+        for day in -25_567..47_482i64 {
+            let t = Time(day * 86_400 * NANOS_PER_SECOND + 3_723 * NANOS_PER_SECOND);
+            assert_eq!(Time::parse_rfc3339(&t.to_rfc3339()).unwrap(), t);
+        }
+    }
+}
