@@ -39,6 +39,32 @@ pub struct ObjectReference {
     pub field_path: String,
 }
 
+fn assign(dst: &mut String, src: &str) {
+    dst.clear();
+    dst.push_str(src);
+}
+
+impl ObjectReference {
+    /// Copies `src` into `self`, reusing the string buffers (derived `clone_from` reallocates).
+    pub fn assign_from(&mut self, src: &ObjectReference) {
+        assign(&mut self.kind, &src.kind);
+        assign(&mut self.namespace, &src.namespace);
+        assign(&mut self.name, &src.name);
+        assign(&mut self.uid, &src.uid);
+        assign(&mut self.api_version, &src.api_version);
+        assign(&mut self.resource_version, &src.resource_version);
+        assign(&mut self.field_path, &src.field_path);
+    }
+}
+
+impl EventSource {
+    /// Copies `src` into `self`, reusing the string buffers.
+    pub fn assign_from(&mut self, src: &EventSource) {
+        assign(&mut self.component, &src.component);
+        assign(&mut self.host, &src.host);
+    }
+}
+
 /// The part of `metav1.ObjectMeta` that events use. Other metadata a server returns is ignored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -1,7 +1,5 @@
 //! Event names: client-go's `util.GenerateEventName` and the DNS subdomain rule it checks.
 
-use std::fmt::Write as _;
-
 /// `IsDNS1123Subdomain`: at most 253 characters of dot-separated labels, each
 /// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`.
 pub fn is_dns1123_subdomain(s: &str) -> bool {
@@ -20,10 +18,22 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
 
 /// Appends Go's `fmt.Sprintf("%x", n)` of a signed integer: a minus sign and the magnitude, no padding.
 pub fn push_go_hex(out: &mut String, n: i64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     if n < 0 {
         out.push('-');
     }
-    let _ = write!(out, "{:x}", n.unsigned_abs());
+    let mut v = n.unsigned_abs();
+    let mut buf = [0u8; 16];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = HEX[(v & 0xf) as usize];
+        v >>= 4;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend(buf[i..].iter().map(|&c| char::from(c)));
 }
 
 /// `<ref_name>.<hex UnixNano>`, or a fresh UUIDv4 from `uuid` when that is not a DNS subdomain.
@@ -72,6 +82,12 @@ mod tests {
         let mut s = String::new();
         push_go_hex(&mut s, -255);
         assert_eq!(s, "-ff");
+        for n in [0, 1, 15, 16, i64::MAX, i64::MIN, 1_704_067_201_000_000_000] {
+            let mut s = String::new();
+            push_go_hex(&mut s, n);
+            let expected = if n < 0 { format!("-{:x}", n.unsigned_abs()) } else { format!("{n:x}") };
+            assert_eq!(s, expected);
+        }
         // An empty or negative-time name is not a subdomain, so the UUID fallback applies.
         assert_eq!(generate_event_name("", 1, || "u".into()), "u");
         assert_eq!(generate_event_name("a", -1, || "u".into()), "u");

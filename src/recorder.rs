@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 
-use crate::event::{Event, EventSource, ObjectMeta, ObjectReference};
-use crate::names::generate_event_name;
+use crate::event::{Event, EventSource, ObjectReference};
+use crate::names::{is_dns1123_subdomain, push_go_hex};
 use crate::time::Time;
 
 /// `metav1.NamespaceDefault`, used when the referenced object has no namespace.
@@ -37,40 +37,64 @@ impl UuidSource {
     }
 }
 
-/// Everything `makeEvent` needs besides the clock reading.
-#[derive(Clone, Debug, Default)]
-pub struct EventSpec {
-    pub reference: ObjectReference,
-    pub annotations: BTreeMap<String, String>,
-    pub type_: String,
-    pub reason: String,
-    pub message: String,
+/// Everything `makeEvent` needs besides the clock reading, borrowed.
+#[derive(Clone, Copy, Debug)]
+pub struct EventInput<'a> {
+    pub reference: &'a ObjectReference,
+    pub annotations: Option<&'a BTreeMap<String, String>>,
+    pub type_: &'a str,
+    pub reason: &'a str,
+    pub message: &'a str,
+    pub source: &'a EventSource,
+}
+
+fn set(dst: &mut String, src: &str) {
+    dst.clear();
+    dst.push_str(src);
 }
 
 /// Builds the event as client-go's recorder does at instant `now`: name `GenerateEventName(ref.name, now)`,
 /// namespace defaulted to `default` (the involved object keeps its own), count 1, first = last = now, and the
 /// reporting fields copied from the source.
-pub fn make_event(spec: EventSpec, source: &EventSource, now: Time, uuids: &mut UuidSource) -> Event {
-    let name = generate_event_name(&spec.reference.name, now.unix_nanos(), || uuids.next_uuid());
-    let namespace = if spec.reference.namespace.is_empty() {
-        NAMESPACE_DEFAULT.to_owned()
-    } else {
-        spec.reference.namespace.clone()
-    };
-    Event {
-        metadata: ObjectMeta { name, namespace, resource_version: String::new(), annotations: spec.annotations },
-        involved_object: spec.reference,
-        reason: spec.reason,
-        message: spec.message,
-        source: source.clone(),
-        first_timestamp: Some(now),
-        last_timestamp: Some(now),
-        count: 1,
-        type_: spec.type_,
-        reporting_controller: source.component.clone(),
-        reporting_instance: source.host.clone(),
-        ..Default::default()
+pub fn make_event(input: &EventInput<'_>, now: Time, uuids: &mut UuidSource) -> Event {
+    let mut event = Event::default();
+    make_event_into(&mut event, input, now, uuids);
+    event
+}
+
+/// `make_event` into an existing event, reusing its allocations.
+pub fn make_event_into(event: &mut Event, input: &EventInput<'_>, now: Time, uuids: &mut UuidSource) {
+    let r = input.reference;
+    let name = &mut event.metadata.name;
+    name.clear();
+    name.push_str(&r.name);
+    name.push('.');
+    push_go_hex(name, now.unix_nanos());
+    if !is_dns1123_subdomain(name) {
+        *name = uuids.next_uuid();
     }
+    set(&mut event.metadata.namespace, if r.namespace.is_empty() { NAMESPACE_DEFAULT } else { &r.namespace });
+    event.metadata.resource_version.clear();
+    event.metadata.annotations.clear();
+    if let Some(a) = input.annotations {
+        event.metadata.annotations.extend(a.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    event.api_version.clear();
+    event.kind.clear();
+    event.involved_object.assign_from(r);
+    set(&mut event.reason, input.reason);
+    set(&mut event.message, input.message);
+    event.source.assign_from(input.source);
+    event.first_timestamp = Some(now);
+    event.last_timestamp = Some(now);
+    event.count = 1;
+    set(&mut event.type_, input.type_);
+    event.event_time = None;
+    event.series = None;
+    event.action.clear();
+    event.related = None;
+    set(&mut event.reporting_controller, &input.source.component);
+    set(&mut event.reporting_instance, &input.source.host);
 }
 
 #[cfg(test)]
@@ -79,21 +103,26 @@ mod tests {
 
     #[test]
     fn builds_the_event_client_go_builds() {
-        let spec = EventSpec {
-            reference: ObjectReference { kind: "Pod".into(), name: "foo".into(), uid: "bar".into(), ..Default::default() },
-            type_: "Normal".into(),
-            reason: "Started".into(),
-            message: "m".into(),
-            ..Default::default()
-        };
+        let reference = ObjectReference { kind: "Pod".into(), name: "foo".into(), uid: "bar".into(), ..Default::default() };
         let source = EventSource { component: "kubelet".into(), host: "node-1".into() };
+        let input = EventInput { reference: &reference, type_: "Normal", reason: "Started", message: "m", source: &source, annotations: None };
         let now = Time(1_704_067_201_000_000_000);
-        let ev = make_event(spec, &source, now, &mut UuidSource::Random);
+        let ev = make_event(&input, now, &mut UuidSource::Random);
         assert_eq!(ev.metadata.name, "foo.17a610173cffca00");
         assert_eq!(ev.metadata.namespace, "default");
         assert_eq!(ev.involved_object.namespace, "");
         assert_eq!((ev.count, ev.first_timestamp, ev.last_timestamp), (1, Some(now), Some(now)));
         assert_eq!((ev.reporting_controller.as_str(), ev.reporting_instance.as_str()), ("kubelet", "node-1"));
+
+        // Reusing an event leaves nothing of the previous one behind.
+        let mut reused = Event { series: Some(Default::default()), action: "x".into(), count: 7, ..ev.clone() };
+        reused.metadata.resource_version = "9".into();
+        make_event_into(&mut reused, &input, now, &mut UuidSource::Random);
+        assert_eq!(reused, ev);
+        // A name that is not a DNS subdomain falls back to a UUID.
+        let bad = ObjectReference { name: "Bad_Name".into(), ..reference.clone() };
+        let ev = make_event(&EventInput { reference: &bad, ..input }, now, &mut UuidSource::seeded(1));
+        assert!(uuid::Uuid::parse_str(&ev.metadata.name).is_ok());
     }
 
     #[test]

@@ -36,16 +36,25 @@ impl Time {
     }
 
     /// `2006-01-02T15:04:05Z` (RFC 3339, whole seconds, UTC), as `metav1.Time` writes it.
-    pub fn write_rfc3339(self, out: &mut String) {
+    pub fn rfc3339_bytes(self) -> [u8; 20] {
+        let mut b = [0u8; 20];
         let (secs, _) = split(self.0);
-        write_civil(secs, out);
-        out.push('Z');
+        write_civil(secs, &mut b);
+        b[19] = b'Z';
+        b
+    }
+
+    pub fn write_rfc3339(self, out: &mut String) {
+        // Every byte is ASCII.
+        out.extend(self.rfc3339_bytes().iter().map(|&c| char::from(c)));
     }
 
     /// `2006-01-02T15:04:05.000000Z`, as `metav1.MicroTime` writes it.
     pub fn write_rfc3339_micro(self, out: &mut String) {
         let (secs, nanos) = split(self.0);
-        write_civil(secs, out);
+        let mut b = [0u8; 20];
+        write_civil(secs, &mut b);
+        out.extend(b[..19].iter().map(|&c| char::from(c)));
         let _ = write!(out, ".{:06}Z", nanos / 1000);
     }
 
@@ -59,11 +68,9 @@ impl Time {
 
     /// The instant of UTC calendar fields, `None` outside the i64 nanosecond range.
     pub fn from_civil(year: i64, month: u32, day: u32, hour: u32, minute: u32, second: u32, nanos: u32) -> Option<Time> {
-        let days = days_from_civil(year, month, day);
-        let secs = days
-            .checked_mul(86_400)?
-            .checked_add(i64::from(hour) * 3600 + i64::from(minute) * 60 + i64::from(second))?;
-        secs.checked_mul(NANOS_PER_SECOND)?.checked_add(i64::from(nanos)).map(Time)
+        let days = i128::from(days_from_civil(year, month, day));
+        let secs = days * 86_400 + i128::from(hour * 3600 + minute * 60 + second);
+        i64::try_from(secs * i128::from(NANOS_PER_SECOND) + i128::from(nanos)).ok().map(Time)
     }
 
     pub fn to_rfc3339(self) -> String {
@@ -112,29 +119,30 @@ fn split(ns: i64) -> (i64, i64) {
     (ns.div_euclid(NANOS_PER_SECOND), ns.rem_euclid(NANOS_PER_SECOND))
 }
 
-fn push2(out: &mut String, v: u32) {
-    out.push(char::from(b'0' + (v / 10) as u8));
-    out.push(char::from(b'0' + (v % 10) as u8));
+fn put2(out: &mut [u8], at: usize, v: u32) {
+    out[at] = b'0' + (v / 10) as u8;
+    out[at + 1] = b'0' + (v % 10) as u8;
 }
 
-fn write_civil(secs: i64, out: &mut String) {
+/// Writes `YYYY-MM-DDTHH:MM:SS` into the first 19 bytes.
+fn write_civil(secs: i64, out: &mut [u8; 20]) {
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400) as u32;
     let (y, m, d) = civil_from_days(days);
     // i64 nanoseconds span years 1677..2262, so the year always has four digits.
     let y = y as u32;
-    push2(out, y / 100);
-    push2(out, y % 100);
-    out.push('-');
-    push2(out, m);
-    out.push('-');
-    push2(out, d);
-    out.push('T');
-    push2(out, sod / 3600);
-    out.push(':');
-    push2(out, sod / 60 % 60);
-    out.push(':');
-    push2(out, sod % 60);
+    put2(out, 0, y / 100);
+    put2(out, 2, y % 100);
+    out[4] = b'-';
+    put2(out, 5, m);
+    out[7] = b'-';
+    put2(out, 8, d);
+    out[10] = b'T';
+    put2(out, 11, sod / 3600);
+    out[13] = b':';
+    put2(out, 14, sod / 60 % 60);
+    out[16] = b':';
+    put2(out, 17, sod % 60);
 }
 
 /// Days since 1970-01-01 to a proleptic Gregorian (year, month, day) (H. Hinnant's algorithm).

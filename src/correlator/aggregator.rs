@@ -7,21 +7,33 @@
 
 use std::num::NonZeroUsize;
 
-use indexmap::IndexSet;
 use lru::LruCache;
 
-use crate::event::{Event, ObjectMeta};
+use crate::event::Event;
 use crate::names::push_go_hex;
 use crate::time::Time;
 
 struct AggregateRecord {
-    /// Distinct local keys (messages) in first-insertion order.
-    local_keys: IndexSet<String>,
+    /// Distinct local keys (messages) in first-insertion order. At most `max_events` (10 by default), so a
+    /// linear scan beats hashing them.
+    local_keys: Vec<String>,
     last_timestamp: Time,
+}
+
+impl AggregateRecord {
+    /// Inserts if absent (a set insert), returning the set's size.
+    fn insert(&mut self, local_key: &str) -> usize {
+        if !self.local_keys.iter().any(|k| k == local_key) {
+            self.local_keys.push(local_key.to_owned());
+        }
+        self.local_keys.len()
+    }
 }
 
 pub struct Aggregator {
     cache: LruCache<String, AggregateRecord>,
+    /// An evicted record, kept so its buffers serve the next new group.
+    spare: Option<AggregateRecord>,
     max_events: usize,
     /// `time.Duration(maxIntervalInSeconds) * time.Second`, with Go's wrapping multiplication.
     max_interval_nanos: i64,
@@ -31,6 +43,7 @@ impl Aggregator {
     pub fn new(size: NonZeroUsize, max_events: usize, max_interval_seconds: i64) -> Self {
         Aggregator {
             cache: LruCache::new(size),
+            spare: None,
             max_events,
             max_interval_nanos: max_interval_seconds.wrapping_mul(1_000_000_000),
         }
@@ -46,30 +59,33 @@ impl Aggregator {
                 if now.sub(record.last_timestamp) > self.max_interval_nanos {
                     record.local_keys.clear();
                 }
-                if !record.local_keys.contains(local_key) {
-                    record.local_keys.insert(local_key.to_owned());
-                }
                 record.last_timestamp = now;
-                if record.local_keys.len() < self.max_events {
+                if record.insert(local_key) < self.max_events {
                     return false;
                 }
-                record.local_keys.shift_remove_index(0);
+                record.local_keys.remove(0);
                 true
             }
             None => {
                 // A group seen for the first time (or evicted): its set holds just this local key.
-                let mut record = AggregateRecord { local_keys: IndexSet::new(), last_timestamp: now };
-                record.local_keys.insert(local_key.to_owned());
-                if record.local_keys.len() < self.max_events {
-                    if let Some((mut old_key, _)) = self.cache.push(std::mem::take(aggregate_key), record) {
+                let mut record = self.spare.take().unwrap_or(AggregateRecord { local_keys: Vec::new(), last_timestamp: now });
+                record.local_keys.clear();
+                record.last_timestamp = now;
+                let combine = record.insert(local_key) >= self.max_events;
+                let key = if combine {
+                    record.local_keys.remove(0);
+                    aggregate_key.clone()
+                } else {
+                    std::mem::take(aggregate_key)
+                };
+                if let Some((mut old_key, old_record)) = self.cache.push(key, record) {
+                    self.spare = Some(old_record);
+                    if !combine {
                         old_key.clear();
                         *aggregate_key = old_key;
                     }
-                    return false;
                 }
-                record.local_keys.shift_remove_index(0);
-                self.cache.push(aggregate_key.clone(), record);
-                true
+                combine
             }
         }
     }
@@ -80,24 +96,28 @@ impl Aggregator {
 
 }
 
-/// The aggregate event that replaces `event`: named `<involvedObject.name>.<hex UnixNano>` with Go's
-/// `Sprintf` (not `GenerateEventName`: no validation, no UUID fallback), count 1, first = last = `now`, and
-/// none of the annotations, reporting fields, eventTime, action or related of the original.
-pub fn aggregate_event(event: Event, message: String, now: Time) -> Event {
-    let mut name = String::with_capacity(event.involved_object.name.len() + 17);
+/// Turns `event` into the aggregate event that replaces it: named `<involvedObject.name>.<hex UnixNano>` with
+/// Go's `Sprintf` (not `GenerateEventName`: no validation, no UUID fallback), count 1, first = last = `now`,
+/// the given message, and none of the annotations, reporting fields, eventTime, action or related of the
+/// original. The involved object, namespace, type, reason and source stay.
+pub fn make_aggregate(event: &mut Event, message: String, now: Time) {
+    let name = &mut event.metadata.name;
+    name.clear();
     name.push_str(&event.involved_object.name);
     name.push('.');
-    push_go_hex(&mut name, now.unix_nanos());
-    Event {
-        metadata: ObjectMeta { name, namespace: event.metadata.namespace, ..Default::default() },
-        count: 1,
-        first_timestamp: Some(now),
-        last_timestamp: Some(now),
-        involved_object: event.involved_object,
-        message,
-        type_: event.type_,
-        reason: event.reason,
-        source: event.source,
-        ..Default::default()
-    }
+    push_go_hex(name, now.unix_nanos());
+    event.metadata.resource_version.clear();
+    event.metadata.annotations.clear();
+    event.api_version.clear();
+    event.kind.clear();
+    event.message = message;
+    event.count = 1;
+    event.first_timestamp = Some(now);
+    event.last_timestamp = Some(now);
+    event.event_time = None;
+    event.series = None;
+    event.action.clear();
+    event.related = None;
+    event.reporting_controller.clear();
+    event.reporting_instance.clear();
 }

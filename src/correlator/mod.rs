@@ -11,7 +11,7 @@ mod spam;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
-pub use aggregator::aggregate_event;
+pub use aggregator::make_aggregate;
 use aggregator::Aggregator;
 pub use keys::{AggregateKeyFn, MessageFn, SpamKeyFn};
 use observe::Observer;
@@ -102,6 +102,17 @@ pub struct Correlation {
     pub aggregated: bool,
 }
 
+/// What `correlate_in_place` decided; the event itself was updated in place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// The spam filter rejected the event.
+    pub skip: bool,
+    /// The event was replaced by its group's aggregate event.
+    pub aggregated: bool,
+    /// A patch was built (the event is a repeat); see `EventCorrelator::patch`.
+    pub patched: bool,
+}
+
 /// The correlator. Not synchronised: wrap it in a lock to share it.
 pub struct EventCorrelator {
     clock: Arc<dyn Clock>,
@@ -109,7 +120,8 @@ pub struct EventCorrelator {
     observer: Observer,
     spam: SpamFilter,
     funcs: KeyFuncs,
-    // Scratch key buffers, reused across calls (an evicted cache key hands its allocation back).
+    // Scratch buffers, reused across calls (an evicted cache key hands its allocation back).
+    patch: Vec<u8>,
     event_key: String,
     aggregate_key: String,
     spam_key: String,
@@ -125,6 +137,7 @@ impl EventCorrelator {
             observer: Observer::new(size),
             spam: SpamFilter::new(size, o.qps, o.burst),
             funcs,
+            patch: Vec::with_capacity(256),
             event_key: String::with_capacity(256),
             aggregate_key: String::with_capacity(256),
             spam_key: String::with_capacity(256),
@@ -132,40 +145,55 @@ impl EventCorrelator {
     }
 
     /// `EventCorrelate`. Reads the clock twice: once for the aggregator, once for the spam filter.
-    pub fn correlate(&mut self, event: Event) -> Result<Correlation> {
+    pub fn correlate(&mut self, mut event: Event) -> Result<Correlation> {
+        let o = self.correlate_in_place(&mut event)?;
+        if o.skip {
+            return Ok(Correlation { event: None, patch: None, skip: true, aggregated: o.aggregated });
+        }
+        let patch = o.patched.then(|| self.patch.clone());
+        Ok(Correlation { event: Some(event), patch, skip: false, aggregated: o.aggregated })
+    }
+
+    /// `EventCorrelate` without moving the event: `event` becomes the observed (possibly aggregate) event and
+    /// the patch, if any, is left in `self.patch()` until the next call.
+    pub fn correlate_in_place(&mut self, event: &mut Event) -> Result<Outcome> {
         let now = self.clock.now()?;
-        keys::event_key_into(&event, &mut self.event_key);
-        let combine = match &self.funcs.aggregate {
+        keys::event_key_into(event, &mut self.event_key);
+        let aggregated = match &self.funcs.aggregate {
             None => {
-                keys::aggregate_key_into(&event, &mut self.aggregate_key);
+                keys::aggregate_key_into(event, &mut self.aggregate_key);
                 self.aggregator.record(&mut self.aggregate_key, &event.message, now)
             }
             Some(f) => {
-                let (aggregate_key, local_key) = f(&event)?;
+                let (aggregate_key, local_key) = f(event)?;
                 self.aggregate_key = aggregate_key;
                 self.aggregator.record(&mut self.aggregate_key, &local_key, now)
             }
         };
-        let (event, key) = if combine {
+        let key = if aggregated {
             let message = match &self.funcs.message {
-                None => keys::aggregate_message(&event),
-                Some(f) => f(&event)?,
+                None => keys::aggregate_message(event),
+                Some(f) => f(event)?,
             };
-            (aggregate_event(event, message, now), &mut self.aggregate_key)
+            make_aggregate(event, message, now);
+            &mut self.aggregate_key
         } else {
-            (event, &mut self.event_key)
+            &mut self.event_key
         };
-        let (observed, patch) = self.observer.observe(event, key);
+        let patched = self.observer.observe(event, key, &mut self.patch);
 
         match &self.funcs.spam {
-            None => keys::spam_key_into(&observed, &mut self.spam_key),
-            Some(f) => self.spam_key = f(&observed)?,
+            None => keys::spam_key_into(event, &mut self.spam_key),
+            Some(f) => self.spam_key = f(event)?,
         }
         let clock = &self.clock;
-        if self.spam.filter(&mut self.spam_key, || clock.now())? {
-            return Ok(Correlation { event: None, patch: None, skip: true, aggregated: combine });
-        }
-        Ok(Correlation { event: Some(observed), patch, skip: false, aggregated: combine })
+        let skip = self.spam.filter(&mut self.spam_key, || clock.now())?;
+        Ok(Outcome { skip, aggregated, patched })
+    }
+
+    /// The patch built by the last `correlate_in_place` that returned `patched`.
+    pub fn patch(&self) -> &[u8] {
+        &self.patch
     }
 
     /// `UpdateState`: records a server's answer (name, resourceVersion, count, firstTimestamp) under its

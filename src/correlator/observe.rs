@@ -6,7 +6,7 @@ use std::num::NonZeroUsize;
 use lru::LruCache;
 
 use super::keys::event_key_into;
-use super::patch::count_patch;
+use super::patch::count_patch_into;
 use crate::event::Event;
 use crate::time::Time;
 
@@ -21,36 +21,38 @@ struct EventLog {
 
 pub struct Observer {
     cache: LruCache<String, EventLog>,
+    spare: Option<EventLog>,
 }
 
 impl Observer {
     pub fn new(size: NonZeroUsize) -> Self {
-        Observer { cache: LruCache::new(size) }
+        Observer { cache: LruCache::new(size), spare: None }
     }
 
-    /// `eventObserve`: when the key was seen with a positive count, the event takes the cached name,
-    /// resourceVersion and firstTimestamp, its count becomes the cached count + 1, and a patch is built.
-    /// The cache then records this observation. `key` may be taken and replaced by a cleared buffer.
-    pub fn observe(&mut self, mut event: Event, key: &mut String) -> (Event, Option<Vec<u8>>) {
+    /// `eventObserve`, in place: when the key was seen with a positive count, the event takes the cached
+    /// name, resourceVersion and firstTimestamp, its count becomes the cached count + 1, and the patch is
+    /// written to `patch` (returns true). The cache then records this observation. `key` may be taken and
+    /// replaced by a cleared buffer.
+    pub fn observe(&mut self, event: &mut Event, key: &mut String, patch: &mut Vec<u8>) -> bool {
         if let Some(log) = self.cache.get_mut(key.as_str()) {
-            let mut patch = None;
-            if log.count > 0 {
+            let repeat = log.count > 0;
+            if repeat {
                 event.metadata.name.clone_from(&log.name);
                 event.metadata.resource_version.clone_from(&log.resource_version);
                 event.first_timestamp = log.first_timestamp;
                 // Go: int32(uint count) + 1, truncating and wrapping.
                 event.count = (log.count as u32 as i32).wrapping_add(1);
-                patch = Some(count_patch(event.count, event.last_timestamp, &event.message));
+                count_patch_into(patch, event.count, event.last_timestamp, &event.message);
             } else {
                 log.name.clone_from(&event.metadata.name);
                 log.resource_version.clone_from(&event.metadata.resource_version);
             }
             log.count = event.count as i64 as u64;
             log.first_timestamp = event.first_timestamp;
-            return (event, patch);
+            return repeat;
         }
-        self.insert(key, &event);
-        (event, None)
+        self.insert(key, event);
+        false
     }
 
     /// `updateState`: records the server's answer under its own `getEventKey` (for an aggregate event that
@@ -68,15 +70,26 @@ impl Observer {
     }
 
     fn insert(&mut self, key: &mut String, event: &Event) {
-        let log = EventLog {
-            count: event.count as i64 as u64,
-            first_timestamp: event.first_timestamp,
-            name: event.metadata.name.clone(),
-            resource_version: event.metadata.resource_version.clone(),
+        let mut log = match self.spare.take() {
+            Some(mut spare) => {
+                spare.name.clone_from(&event.metadata.name);
+                spare.resource_version.clone_from(&event.metadata.resource_version);
+                spare
+            }
+            None => EventLog {
+                count: 0,
+                first_timestamp: None,
+                name: event.metadata.name.clone(),
+                resource_version: event.metadata.resource_version.clone(),
+            },
         };
-        if let Some((mut old_key, _)) = self.cache.push(std::mem::take(key), log) {
+        log.count = event.count as i64 as u64;
+        log.first_timestamp = event.first_timestamp;
+        // An evicted entry's buffers serve the next insertion.
+        if let Some((mut old_key, old_log)) = self.cache.push(std::mem::take(key), log) {
             old_key.clear();
             *key = old_key;
+            self.spare = Some(old_log);
         }
     }
 

@@ -48,44 +48,48 @@ pub fn push_go_json_string(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
-/// The patch bytes for a repeat with the given count, last timestamp and message.
-pub fn count_patch(count: i32, last_timestamp: Option<Time>, message: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + message.len());
+/// Writes the patch for a repeat with the given count, last timestamp and message into `out` (cleared).
+pub fn count_patch_into(out: &mut Vec<u8>, count: i32, last_timestamp: Option<Time>, message: &str) {
+    use std::io::Write as _;
+    out.clear();
     out.push(b'{');
-    let mut first = true;
-    let mut sep = |out: &mut Vec<u8>| {
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-    };
     if count != 0 {
-        sep(&mut out);
-        out.extend_from_slice(b"\"count\":");
-        out.extend_from_slice(count.to_string().as_bytes());
+        let _ = write!(out, "\"count\":{count}");
     }
     match last_timestamp {
         None => {
-            sep(&mut out);
+            sep(out);
             out.extend_from_slice(b"\"lastTimestamp\":null");
         }
         Some(t) => {
-            let mut ts = String::with_capacity(20);
-            t.write_rfc3339(&mut ts);
-            if ts != EPOCH_RFC3339 {
-                sep(&mut out);
+            let stamp = t.rfc3339_bytes();
+            if &stamp != EPOCH_RFC3339.as_bytes() {
+                sep(out);
                 out.extend_from_slice(b"\"lastTimestamp\":\"");
-                out.extend_from_slice(ts.as_bytes());
+                out.extend_from_slice(&stamp);
                 out.push(b'"');
             }
         }
     }
     if !message.is_empty() {
-        sep(&mut out);
+        sep(out);
         out.extend_from_slice(b"\"message\":");
-        push_go_json_string(&mut out, message);
+        push_go_json_string(out, message);
     }
     out.push(b'}');
+}
+
+/// A comma unless this is the first key.
+fn sep(out: &mut Vec<u8>) {
+    if out.len() > 1 {
+        out.push(b',');
+    }
+}
+
+/// The patch bytes for a repeat (see `count_patch_into`).
+pub fn count_patch(count: i32, last_timestamp: Option<Time>, message: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + message.len());
+    count_patch_into(&mut out, count, last_timestamp, message);
     out
 }
 

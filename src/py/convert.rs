@@ -3,7 +3,6 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyMapping;
-use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::event::Event;
@@ -11,7 +10,7 @@ use crate::sim::Record;
 
 /// Deserializes a mapping, naming the offending field (`event.involvedObject.name: invalid type ...`) in a
 /// `TypeError` for a wrong type and a `ValueError` for a missing field or a bad value.
-fn from_mapping<T: DeserializeOwned>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
+fn from_mapping<'a, T: serde::Deserialize<'a>>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
     if obj.cast::<PyMapping>().is_err() {
         return Err(PyTypeError::new_err(format!("{what}: expected a dict, got {}", obj.get_type().name()?)));
     }
@@ -32,8 +31,9 @@ pub fn event_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Event> {
     from_mapping(obj, "event")
 }
 
-pub fn record_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Record> {
-    from_mapping(obj, "record")
+pub fn record_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Record<'static>> {
+    // Python strings cannot be borrowed past the call, so the record owns its strings.
+    from_mapping::<Record<'_>>(obj, "record").map(Record::into_owned)
 }
 
 /// A plain dict of the Kubernetes JSON shape.

@@ -13,7 +13,7 @@ use super::errors::external;
 use crate::correlator::{Correlation, CorrelatorOptions, EventCorrelator, KeyFuncs, DEFAULT_QPS};
 use crate::error::Error;
 use crate::event::{Event, EventSource, ObjectReference};
-use crate::recorder::{make_event as core_make_event, EventSpec, UuidSource};
+use crate::recorder::{make_event as core_make_event, EventInput, UuidSource};
 
 /// Correlator options from Python keywords, checked with messages that name the option.
 pub fn options_from_py(
@@ -227,8 +227,15 @@ pub fn make_event<'py>(
         event_from_py(wrapped.as_any()).map_err(|e| rename_err(py, e, "event.source", "source"))?.source
     };
     let now = clock_arg(clock)?.now()?;
-    let spec = EventSpec { reference, annotations: annotations.unwrap_or_default(), type_: r#type, reason, message };
-    to_py(py, &core_make_event(spec, &source, now, &mut UuidSource::Random))
+    let input = EventInput {
+        reference: &reference,
+        annotations: annotations.as_ref(),
+        type_: &r#type,
+        reason: &reason,
+        message: &message,
+        source: &source,
+    };
+    to_py(py, &core_make_event(&input, now, &mut UuidSource::Random))
 }
 
 fn rename_err(py: Python<'_>, e: PyErr, from: &str, to: &str) -> PyErr {

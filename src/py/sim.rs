@@ -59,7 +59,7 @@ impl Records {
     }
 
     /// Up to `BATCH` records from a Python iterable, converted with the GIL held; errors name the record.
-    fn next_batch(py: Python<'_>, it: &Py<PyIterator>, seen: &mut u64, out: &mut Vec<Record>) -> PyResult<()> {
+    fn next_batch(py: Python<'_>, it: &Py<PyIterator>, seen: &mut u64, out: &mut Vec<Record<'static>>) -> PyResult<()> {
         let it = it.bind(py);
         for item in it.clone().take(BATCH) {
             *seen += 1;
@@ -154,19 +154,22 @@ struct Row {
     patch: Option<String>,
 }
 
-impl From<Step> for Row {
-    fn from(s: Step) -> Row {
-        let (name, count, message) = match s.correlation.event {
-            Some(e) => (Some(e.metadata.name), Some(e.count), Some(e.message)),
-            None => (None, None, None),
+impl Row {
+    fn new(step: Step, sim: &Simulator) -> Row {
+        let (name, count, message) = match step.action {
+            Action::Skip => (None, None, None),
+            _ => {
+                let e = sim.event();
+                (Some(e.metadata.name.clone()), Some(e.count), Some(e.message.clone()))
+            }
         };
         Row {
-            index: s.index,
-            action: s.action,
+            index: step.index,
+            action: step.action,
             name,
             count,
             message,
-            patch: s.correlation.patch.map(|p| String::from_utf8(p).expect("patches are built from str")),
+            patch: sim.patch().map(|p| String::from_utf8_lossy(p).into_owned()),
         }
     }
 }
@@ -213,12 +216,15 @@ fn fill(py: Python<'_>, st: &mut DecisionState) -> PyResult<()> {
     match records {
         Records::File(lines) => py.detach(|| -> Result<(), Error> {
             for _ in 0..BATCH {
-                match lines.next() {
+                match lines.next_record() {
                     None => {
                         *done = true;
                         break;
                     }
-                    Some(r) => ready.push_back(sim.step(r?)?.into()),
+                    Some(r) => {
+                        let step = sim.step(&r?)?;
+                        ready.push_back(Row::new(step, sim));
+                    }
                 }
             }
             Ok(())
@@ -228,8 +234,9 @@ fn fill(py: Python<'_>, st: &mut DecisionState) -> PyResult<()> {
             Records::next_batch(py, it, seen, &mut batch)?;
             *done = batch.len() < BATCH;
             py.detach(|| -> Result<(), Error> {
-                for r in batch {
-                    ready.push_back(sim.step(r)?.into());
+                for r in &batch {
+                    let step = sim.step(r)?;
+                    ready.push_back(Row::new(step, sim));
                 }
                 Ok(())
             })?;
@@ -281,8 +288,8 @@ pub fn simulate(
         other => Records::open(py, other)?,
     };
     match records {
-        Records::File(lines) => {
-            py.detach(|| sim.run(lines))?;
+        Records::File(mut lines) => {
+            py.detach(|| sim.run_jsonl(&mut lines))?;
         }
         Records::Python(it, mut seen) => {
             let mut batch = Vec::with_capacity(BATCH);
@@ -290,7 +297,7 @@ pub fn simulate(
                 batch.clear();
                 Records::next_batch(py, &it, &mut seen, &mut batch)?;
                 let n = batch.len();
-                py.detach(|| sim.run(batch.drain(..).map(Ok)))?;
+                py.detach(|| batch.iter().try_for_each(|r| sim.step(r).map(drop)))?;
                 if n < BATCH {
                     break;
                 }

@@ -11,14 +11,17 @@
 pub mod trace;
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::BufRead;
 use std::sync::Arc;
 
 use crate::clock::FakeClock;
-use crate::correlator::{Correlation, CorrelatorOptions, EventCorrelator, KeyFuncs};
+use crate::correlator::{CorrelatorOptions, EventCorrelator, KeyFuncs};
 use crate::error::Result;
-use crate::recorder::{make_event, UuidSource};
+use crate::event::{Event, EventSource, ObjectReference};
+use crate::recorder::{make_event_into, EventInput, UuidSource};
 use crate::time::Time;
-pub use trace::{JsonLines, Record};
+pub use trace::{InvolvedRecord, JsonLines, Record};
 
 /// What reached the API server for one input event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -66,11 +69,12 @@ pub struct ObjectTotals {
 
 pub type ObjectKey = (String, String, String);
 
-/// One replayed event: the decision and the correlator's output (the event is `None` for a skip).
+/// One replayed event. The event written (or skipped) and its patch are `Simulator::event`/`patch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Step {
     pub index: u64,
     pub action: Action,
-    pub correlation: Correlation,
+    pub aggregated: bool,
 }
 
 pub struct Simulator {
@@ -80,6 +84,11 @@ pub struct Simulator {
     next_resource_version: u64,
     totals: Totals,
     objects: Option<HashMap<ObjectKey, ObjectTotals>>,
+    // Reused for every record.
+    event: Event,
+    reference: ObjectReference,
+    source: EventSource,
+    patched: bool,
 }
 
 /// Seed of the UUID fallback names in replays.
@@ -98,6 +107,10 @@ impl Simulator {
             next_resource_version: 1,
             totals: Totals::default(),
             objects: track_objects.then(HashMap::new),
+            event: Event::default(),
+            reference: ObjectReference::default(),
+            source: EventSource::default(),
+            patched: false,
         })
     }
 
@@ -109,41 +122,58 @@ impl Simulator {
         self.objects.as_ref()
     }
 
+    /// The event of the last step as it was written (for a skip: as the correlator left it).
+    pub fn event(&self) -> &Event {
+        &self.event
+    }
+
+    /// The patch of the last step, if it was a written repeat.
+    pub fn patch(&self) -> Option<&[u8]> {
+        self.patched.then(|| self.correlator.patch())
+    }
+
     /// Replays one record.
-    pub fn step(&mut self, record: Record) -> Result<Step> {
+    pub fn step(&mut self, record: &Record<'_>) -> Result<Step> {
         let now = Time(record.t_ns);
         self.clock.set(now);
-        let (source, spec) = record.into_parts();
-        let object_key = self.objects.as_ref().map(|_| {
-            let r = &spec.reference;
-            (r.kind.clone(), r.namespace.clone(), r.name.clone())
-        });
-        let event = make_event(spec, &source, now, &mut self.uuids);
-        let mut correlation = self.correlator.correlate(event)?;
+        record.fill(&mut self.reference, &mut self.source);
+        let input = EventInput {
+            reference: &self.reference,
+            annotations: Some(&record.annotations).filter(|a| !a.is_empty()),
+            type_: &record.type_,
+            reason: &record.reason,
+            message: &record.message,
+            source: &self.source,
+        };
+        make_event_into(&mut self.event, &input, now, &mut self.uuids);
+        let outcome = self.correlator.correlate_in_place(&mut self.event)?;
+        self.patched = outcome.patched && !outcome.skip;
 
-        let action = match correlation.event.as_mut() {
-            None => Action::Skip,
-            Some(event) => {
-                event.metadata.resource_version = self.next_resource_version.to_string();
-                self.next_resource_version += 1;
-                self.correlator.update_state(event);
-                if event.count > 1 {
-                    Action::Patch
-                } else {
-                    Action::Create
-                }
+        let action = if outcome.skip {
+            Action::Skip
+        } else {
+            let event = &mut self.event;
+            event.metadata.resource_version.clear();
+            let _ = write!(event.metadata.resource_version, "{}", self.next_resource_version);
+            self.next_resource_version += 1;
+            self.correlator.update_state(event);
+            if event.count > 1 {
+                Action::Patch
+            } else {
+                Action::Create
             }
         };
         let index = self.totals.events;
         self.totals.events += 1;
-        self.totals.aggregated += u64::from(correlation.aggregated);
-        let counter = match action {
-            Action::Create => &mut self.totals.creates,
-            Action::Patch => &mut self.totals.patches,
-            Action::Skip => &mut self.totals.skips,
-        };
-        *counter += 1;
-        if let (Some(objects), Some(key)) = (self.objects.as_mut(), object_key) {
+        self.totals.aggregated += u64::from(outcome.aggregated);
+        match action {
+            Action::Create => self.totals.creates += 1,
+            Action::Patch => self.totals.patches += 1,
+            Action::Skip => self.totals.skips += 1,
+        }
+        if let Some(objects) = self.objects.as_mut() {
+            let r = &self.reference;
+            let key = (r.kind.clone(), r.namespace.clone(), r.name.clone());
             let o = objects.entry(key).or_default();
             o.events += 1;
             match action {
@@ -152,13 +182,13 @@ impl Simulator {
                 Action::Skip => o.skips += 1,
             }
         }
-        Ok(Step { index, action, correlation })
+        Ok(Step { index, action, aggregated: outcome.aggregated })
     }
 
-    /// Replays every record, keeping only the totals.
-    pub fn run<I: IntoIterator<Item = Result<Record>>>(&mut self, records: I) -> Result<Totals> {
-        for record in records {
-            self.step(record?)?;
+    /// Replays every record of a JSON Lines trace, keeping only the totals.
+    pub fn run_jsonl<R: BufRead>(&mut self, lines: &mut JsonLines<R>) -> Result<Totals> {
+        while let Some(record) = lines.next_record() {
+            self.step(&record?)?;
         }
         Ok(self.totals)
     }
@@ -169,15 +199,21 @@ mod tests {
     use super::*;
     use crate::sim::trace::InvolvedRecord;
 
-    fn record(t_s: i64, pod: &str, message: &str) -> Record {
+    fn record(t_s: i64, pod: &str, message: &str) -> Record<'static> {
         Record {
             t_ns: 1_700_000_000_000_000_000 + t_s * 1_000_000_000,
             source_component: "kubelet".into(),
             source_host: "node-0".into(),
-            involved: InvolvedRecord { kind: "Pod".into(), namespace: "default".into(), name: pod.into(), api_version: "v1".into(), ..Default::default() },
+            involved: InvolvedRecord {
+                kind: "Pod".into(),
+                namespace: "default".into(),
+                name: pod.to_owned().into(),
+                api_version: "v1".into(),
+                ..Default::default()
+            },
             type_: "Warning".into(),
             reason: "BackOff".into(),
-            message: message.into(),
+            message: message.to_owned().into(),
             ..Default::default()
         }
     }
@@ -185,12 +221,18 @@ mod tests {
     #[test]
     fn create_then_patches_then_spam() {
         let mut sim = Simulator::new(CorrelatorOptions { burst: 3, ..Default::default() }, KeyFuncs::default(), true).unwrap();
-        let steps: Vec<Step> = (0..5).map(|i| sim.step(record(i, "p", "m")).unwrap()).collect();
-        let actions: Vec<_> = steps.iter().map(|s| s.action).collect();
+        let mut actions = vec![];
+        let mut names = vec![];
+        for i in 0..5 {
+            actions.push(sim.step(&record(i, "p", "m")).unwrap().action);
+            names.push(sim.event().metadata.name.clone());
+            if i == 2 {
+                assert_eq!(sim.event().count, 3);
+                assert_eq!(sim.patch().unwrap(), br#"{"count":3,"lastTimestamp":"2023-11-14T22:13:22Z","message":"m"}"#);
+            }
+        }
         assert_eq!(actions, [Action::Create, Action::Patch, Action::Patch, Action::Skip, Action::Skip]);
-        let names: Vec<_> = steps[..3].iter().map(|s| s.correlation.event.as_ref().unwrap().metadata.name.clone()).collect();
-        assert!(names.iter().all(|n| n == &names[0]) && names[0].starts_with("p."));
-        assert_eq!(steps[2].correlation.event.as_ref().unwrap().count, 3);
+        assert!(names[..3].iter().all(|n| n == &names[0]) && names[0].starts_with("p."));
         assert_eq!(sim.totals(), Totals { events: 5, creates: 1, patches: 2, skips: 2, aggregated: 0 });
         let o = sim.objects().unwrap()[&("Pod".to_owned(), "default".to_owned(), "p".to_owned())];
         assert_eq!((o.events, o.creates, o.patches, o.skips), (5, 1, 2, 2));
@@ -200,7 +242,12 @@ mod tests {
     fn replays_are_deterministic_even_with_uuid_names() {
         let run = || {
             let mut sim = Simulator::new(CorrelatorOptions::default(), KeyFuncs::default(), false).unwrap();
-            (0..3).map(|i| sim.step(record(i, "Not_A_Subdomain", &format!("m{i}"))).unwrap().correlation.event.unwrap().metadata.name).collect::<Vec<_>>()
+            (0..3)
+                .map(|i| {
+                    sim.step(&record(i, "Not_A_Subdomain", &format!("m{i}"))).unwrap();
+                    sim.event().metadata.name.clone()
+                })
+                .collect::<Vec<_>>()
         };
         let a = run();
         assert_eq!(a, run());

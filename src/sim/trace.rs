@@ -12,6 +12,7 @@
 //! left out (empty). `involved.resource_version` and `annotations` (a string map) are optional extras.
 //! Unknown keys are rejected, so a misspelt field is an error rather than a silently empty one.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::BufRead;
 
@@ -19,68 +20,88 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::event::{EventSource, ObjectReference};
-use crate::recorder::EventSpec;
 
+/// One trace record. Strings borrow from the JSON line when they have no escapes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct InvolvedRecord {
-    #[serde(default)]
-    pub kind: String,
-    #[serde(default)]
-    pub namespace: String,
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub uid: String,
-    #[serde(default)]
-    pub api_version: String,
-    #[serde(default)]
-    pub resource_version: String,
-    #[serde(default)]
-    pub field_path: String,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Record {
+pub struct Record<'a> {
     pub t_ns: i64,
-    #[serde(default)]
-    pub source_component: String,
-    #[serde(default)]
-    pub source_host: String,
-    pub involved: InvolvedRecord,
-    #[serde(default, rename = "type")]
-    pub type_: String,
-    #[serde(default)]
-    pub reason: String,
-    #[serde(default)]
-    pub message: String,
+    #[serde(default, borrow)]
+    pub source_component: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub source_host: Cow<'a, str>,
+    #[serde(borrow)]
+    pub involved: InvolvedRecord<'a>,
+    #[serde(default, borrow, rename = "type")]
+    pub type_: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub reason: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub message: Cow<'a, str>,
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
 }
 
-impl Record {
-    /// Splits the record into the recorder's source and what `make_event` needs.
-    pub fn into_parts(self) -> (EventSource, EventSpec) {
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InvolvedRecord<'a> {
+    #[serde(default, borrow)]
+    pub kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub namespace: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub name: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub uid: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub api_version: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub resource_version: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub field_path: Cow<'a, str>,
+}
+
+impl Record<'_> {
+    /// Writes the record's object reference and source into reusable buffers.
+    pub fn fill(&self, reference: &mut ObjectReference, source: &mut EventSource) {
+        let i = &self.involved;
+        for (dst, src) in [
+            (&mut reference.kind, &i.kind),
+            (&mut reference.namespace, &i.namespace),
+            (&mut reference.name, &i.name),
+            (&mut reference.uid, &i.uid),
+            (&mut reference.api_version, &i.api_version),
+            (&mut reference.resource_version, &i.resource_version),
+            (&mut reference.field_path, &i.field_path),
+            (&mut source.component, &self.source_component),
+            (&mut source.host, &self.source_host),
+        ] {
+            dst.clear();
+            dst.push_str(src);
+        }
+    }
+
+    pub fn into_owned(self) -> Record<'static> {
+        let o = |c: Cow<'_, str>| Cow::Owned(c.into_owned());
         let i = self.involved;
-        (
-            EventSource { component: self.source_component, host: self.source_host },
-            EventSpec {
-                reference: ObjectReference {
-                    kind: i.kind,
-                    namespace: i.namespace,
-                    name: i.name,
-                    uid: i.uid,
-                    api_version: i.api_version,
-                    resource_version: i.resource_version,
-                    field_path: i.field_path,
-                },
-                annotations: self.annotations,
-                type_: self.type_,
-                reason: self.reason,
-                message: self.message,
+        Record {
+            t_ns: self.t_ns,
+            source_component: o(self.source_component),
+            source_host: o(self.source_host),
+            involved: InvolvedRecord {
+                kind: o(i.kind),
+                namespace: o(i.namespace),
+                name: o(i.name),
+                uid: o(i.uid),
+                api_version: o(i.api_version),
+                resource_version: o(i.resource_version),
+                field_path: o(i.field_path),
             },
-        )
+            type_: o(self.type_),
+            reason: o(self.reason),
+            message: o(self.message),
+            annotations: self.annotations,
+        }
     }
 }
 
@@ -112,10 +133,9 @@ impl<R: BufRead> JsonLines<R> {
     }
 }
 
-impl<R: BufRead> Iterator for JsonLines<R> {
-    type Item = Result<Record>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl<R: BufRead> JsonLines<R> {
+    /// The next record, borrowing from the line just read; `None` at the end.
+    pub fn next_record(&mut self) -> Option<Result<Record<'_>>> {
         loop {
             self.line.clear();
             self.line_no += 1;
@@ -124,12 +144,12 @@ impl<R: BufRead> Iterator for JsonLines<R> {
                 Ok(_) => {}
                 Err(e) => return Some(Err(Error::from(e).at_line(self.line_no))),
             }
-            let text = self.line.trim();
-            if text.is_empty() {
-                continue;
+            if !self.line.trim().is_empty() {
+                break;
             }
-            return Some(serde_json::from_str(text).map_err(|e| json_error(e).at_line(self.line_no)));
         }
+        let line_no = self.line_no;
+        Some(serde_json::from_str(self.line.trim()).map_err(|e| json_error(e).at_line(line_no)))
     }
 }
 
@@ -142,22 +162,29 @@ mod tests {
     #[test]
     fn reads_the_workload_format() {
         let text = format!("{LINE}\n\n{LINE}\n");
-        let records: Vec<Record> = JsonLines::new(text.as_bytes()).collect::<Result<_>>().unwrap();
-        assert_eq!(records.len(), 2);
-        assert_eq!(records[0].involved.field_path, "spec.containers{app}");
-        assert_eq!(records[0].t_ns, 1_700_000_000_001_000_000);
+        let mut lines = JsonLines::new(text.as_bytes());
+        let mut n = 0;
+        while let Some(r) = lines.next_record() {
+            let r = r.unwrap();
+            assert!(matches!(r.involved.field_path, Cow::Borrowed("spec.containers{app}")));
+            assert_eq!(r.t_ns, 1_700_000_000_001_000_000);
+            n += 1;
+        }
+        assert_eq!(n, 2);
     }
 
     #[test]
     fn errors_name_the_line_and_the_problem() {
         let text = format!("{LINE}\n{{\"t_ns\": 1.5, \"involved\": {{}}}}\n");
-        let err = JsonLines::new(text.as_bytes()).nth(1).unwrap().unwrap_err();
+        let mut lines = JsonLines::new(text.as_bytes());
+        lines.next_record().unwrap().unwrap();
+        let err = lines.next_record().unwrap().unwrap_err();
         assert!(matches!(&err, Error::Trace { line: 2, source } if matches!(**source, Error::Type { .. })), "{err}");
         assert!(err.to_string().starts_with("line 2: invalid type: floating point"), "{err}");
 
-        let err = JsonLines::new(r#"{"t_ns": 1}"#.as_bytes()).next().unwrap().unwrap_err();
+        let err = JsonLines::new(r#"{"t_ns": 1}"#.as_bytes()).next_record().unwrap().unwrap_err();
         assert_eq!(err.to_string(), "line 1: missing field `involved`");
-        let err = JsonLines::new(r#"{"t_ns": 1, "involved": {}, "reson": "x"}"#.as_bytes()).next().unwrap().unwrap_err();
+        let err = JsonLines::new(r#"{"t_ns": 1, "involved": {}, "reson": "x"}"#.as_bytes()).next_record().unwrap().unwrap_err();
         assert!(err.to_string().contains("unknown field `reson`"), "{err}");
     }
 }
