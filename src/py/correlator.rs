@@ -1,9 +1,10 @@
 //! `kubevents.Correlator` and `kubevents.make_event`.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
@@ -149,6 +150,25 @@ pub fn correlation_to_py(py: Python<'_>, c: Correlation) -> PyResult<PyCorrelate
 #[pyclass(module = "kubevents", name = "Correlator", frozen)]
 pub struct PyCorrelator {
     inner: Mutex<EventCorrelator>,
+    /// The thread holding `inner` (0: none), so that a key function or clock calling back into this
+    /// correlator gets an error instead of deadlocking on the lock its own thread holds.
+    owner: AtomicU64,
+}
+
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+thread_local! {
+    static THREAD: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+}
+
+struct Locked<'a> {
+    guard: MutexGuard<'a, EventCorrelator>,
+    owner: &'a AtomicU64,
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        self.owner.store(0, Ordering::Release);
+    }
 }
 
 #[pymethods]
@@ -171,29 +191,36 @@ impl PyCorrelator {
         let options = options_from_py(lru_cache_size, burst, qps, max_events, max_interval)?;
         let funcs = key_funcs_from_py(key_func, message_func, spam_key_func)?;
         let correlator = EventCorrelator::new(options, clock_arg(clock)?, funcs)?;
-        Ok(PyCorrelator { inner: Mutex::new(correlator) })
+        Ok(PyCorrelator { inner: Mutex::new(correlator), owner: AtomicU64::new(0) })
     }
 
     /// Aggregates, counts and spam-filters one event (a dict of the core/v1 Event JSON shape).
     fn correlate(&self, py: Python<'_>, event: &Bound<'_, PyAny>) -> PyResult<PyCorrelateResult> {
         let event = event_from_py(event)?;
-        let c = py.detach(|| self.lock().correlate(event))?;
+        let c = py.detach(|| self.lock().and_then(|mut c| c.guard.correlate(event)))?;
         correlation_to_py(py, c)
     }
 
     /// Records what the API server answered for a write (its name, resourceVersion, count, firstTimestamp).
     fn update_state(&self, py: Python<'_>, event: &Bound<'_, PyAny>) -> PyResult<()> {
         let event = event_from_py(event)?;
-        py.detach(|| self.lock().update_state(&event));
+        py.detach(|| self.lock().map(|mut c| c.guard.update_state(&event)))?;
         Ok(())
     }
 }
 
 impl PyCorrelator {
-    fn lock(&self) -> std::sync::MutexGuard<'_, EventCorrelator> {
-        // A panic cannot leave the correlator half-updated in a way that matters more than losing it, and
-        // poisoning would turn one bug into an error on every later call.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> Result<Locked<'_>, Error> {
+        let me = THREAD.with(|t| *t);
+        if self.owner.load(Ordering::Acquire) == me {
+            return Err(Error::External(Box::new(PyRuntimeError::new_err(
+                "Correlator called again from its own key function or clock while correlating",
+            ))));
+        }
+        // Poisoning would turn one panic into an error on every later call; the caches stay usable.
+        let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        self.owner.store(me, Ordering::Release);
+        Ok(Locked { guard, owner: &self.owner })
     }
 }
 
