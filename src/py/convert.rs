@@ -1,42 +1,299 @@
 //! Events and trace records between Python dicts (Kubernetes JSON shape) and the core types.
+//!
+//! Events are converted by hand, key by key with interned names: they cross on every correlate call and
+//! every sink answer, and a generic serde walk costs several microseconds per event. The shape is the one
+//! `event.rs` serializes (omitempty strings left out, zero timestamps as None, reporting fields always set).
+//! Errors name the field: `TypeError` for a wrong type, `ValueError` for a missing field or a bad value.
+
+use std::collections::BTreeMap;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyMapping;
-use serde::Serialize;
+use pyo3::types::{PyDict, PyMapping, PyString};
 
-use crate::event::Event;
+use super::clock::to_time;
+use crate::event::{Event, EventSeries, EventSource, ObjectMeta, ObjectReference};
 use crate::sim::Record;
+use crate::time::Time;
 
-/// Deserializes a mapping, naming the offending field (`event.involvedObject.name: invalid type ...`) in a
-/// `TypeError` for a wrong type and a `ValueError` for a missing field or a bad value.
-fn from_mapping<'a, T: serde::Deserialize<'a>>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
-    if obj.cast::<PyMapping>().is_err() {
-        return Err(PyTypeError::new_err(format!("{what}: expected a dict, got {}", obj.get_type().name()?)));
+fn type_name(v: &Bound<'_, PyAny>) -> String {
+    v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+}
+
+/// A dict view of a mapping (a copy for mappings that are not dicts).
+fn as_dict<'py>(v: &Bound<'py, PyAny>, path: &str) -> PyResult<Bound<'py, PyDict>> {
+    if let Ok(d) = v.cast::<PyDict>() {
+        return Ok(d.clone());
     }
-    let mut de = pythonize::Depythonizer::from_object(obj);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let msg = e.into_inner().to_string();
-        let full = if path == "." { format!("{what}: {msg}") } else { format!("{what}.{path}: {msg}") };
-        if msg.starts_with("invalid type") || msg.contains("unsupported type") || msg.contains("expected a") {
-            PyTypeError::new_err(full)
-        } else {
-            PyValueError::new_err(full)
+    if v.cast::<PyMapping>().is_ok() {
+        return PyDict::from_sequence(&v.call_method0("items")?);
+    }
+    Err(PyTypeError::new_err(format!("{path}: expected a dict, got {}", type_name(v))))
+}
+
+/// The value at `key`, treating a missing key and None alike.
+fn get<'py>(d: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    Ok(d.get_item(key)?.filter(|v| !v.is_none()))
+}
+
+fn read_str(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, path: &str, out: &mut String) -> PyResult<()> {
+    out.clear();
+    if let Some(v) = get(d, key)? {
+        let s = v.cast::<PyString>().map_err(|_| {
+            PyTypeError::new_err(format!("{path}.{}: expected str, got {}", key, type_name(&v)))
+        })?;
+        out.push_str(s.to_str()?);
+    }
+    Ok(())
+}
+
+fn read_i32(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, path: &str) -> PyResult<i32> {
+    let Some(v) = get(d, key)? else { return Ok(0) };
+    if v.is_instance_of::<pyo3::types::PyBool>() || !v.is_instance_of::<pyo3::types::PyInt>() {
+        return Err(PyTypeError::new_err(format!("{path}.{key}: expected int, got {}", type_name(&v))));
+    }
+    v.extract::<i32>().map_err(|_| PyValueError::new_err(format!("{path}.{key}: {v} is outside the int32 range")))
+}
+
+fn read_time(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, path: &str) -> PyResult<Option<Time>> {
+    let Some(v) = get(d, key)? else { return Ok(None) };
+    if let Ok(s) = v.cast::<PyString>() {
+        let s = s.to_str()?;
+        if s.is_empty() {
+            return Ok(None);
         }
-    })
+        return Time::parse_rfc3339(s).map(Some).map_err(|e| PyValueError::new_err(format!("{path}.{key}: {e}")));
+    }
+    if v.is_instance_of::<pyo3::types::PyDateTime>() {
+        return to_time(&v, &format!("{path}.{key}")).map(Some);
+    }
+    Err(PyTypeError::new_err(format!(
+        "{path}.{key}: expected an RFC 3339 string or a datetime, got {}",
+        type_name(&v)
+    )))
 }
 
+fn read_map(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, path: &str) -> PyResult<BTreeMap<String, String>> {
+    let Some(v) = get(d, key)? else { return Ok(BTreeMap::new()) };
+    let m = as_dict(&v, &format!("{path}.{key}"))?;
+    let mut out = BTreeMap::new();
+    for (k, val) in m.iter() {
+        let (Ok(k), Ok(val)) = (k.cast::<PyString>(), val.cast::<PyString>()) else {
+            return Err(PyTypeError::new_err(format!("{path}.{key}: expected a dict of str to str")));
+        };
+        out.insert(k.to_str()?.to_owned(), val.to_str()?.to_owned());
+    }
+    Ok(out)
+}
+
+fn read_reference(v: &Bound<'_, PyAny>, path: &str, r: &mut ObjectReference) -> PyResult<()> {
+    let py = v.py();
+    let d = as_dict(v, path)?;
+    read_str(&d, intern!(py, "kind"), path, &mut r.kind)?;
+    read_str(&d, intern!(py, "namespace"), path, &mut r.namespace)?;
+    read_str(&d, intern!(py, "name"), path, &mut r.name)?;
+    read_str(&d, intern!(py, "uid"), path, &mut r.uid)?;
+    read_str(&d, intern!(py, "apiVersion"), path, &mut r.api_version)?;
+    read_str(&d, intern!(py, "resourceVersion"), path, &mut r.resource_version)?;
+    read_str(&d, intern!(py, "fieldPath"), path, &mut r.field_path)
+}
+
+/// An ObjectReference dict (`kind`, `namespace`, `name`, `uid`, `apiVersion`, `resourceVersion`, `fieldPath`).
+pub fn reference_from_py(v: &Bound<'_, PyAny>, path: &str) -> PyResult<ObjectReference> {
+    let mut r = ObjectReference::default();
+    read_reference(v, path, &mut r)?;
+    Ok(r)
+}
+
+/// An EventSource dict (`component`, `host`).
+pub fn source_from_py(v: &Bound<'_, PyAny>, path: &str) -> PyResult<EventSource> {
+    let py = v.py();
+    let d = as_dict(v, path)?;
+    let mut s = EventSource::default();
+    read_str(&d, intern!(py, "component"), path, &mut s.component)?;
+    read_str(&d, intern!(py, "host"), path, &mut s.host)?;
+    Ok(s)
+}
+
+/// A core/v1 Event dict. Keys it does not know (a server's uid, managedFields ...) are ignored.
 pub fn event_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Event> {
-    from_mapping(obj, "event")
+    let py = obj.py();
+    let p = "event";
+    let d = as_dict(obj, p)?;
+    let mut e = Event::default();
+    read_str(&d, intern!(py, "apiVersion"), p, &mut e.api_version)?;
+    read_str(&d, intern!(py, "kind"), p, &mut e.kind)?;
+    if let Some(m) = get(&d, intern!(py, "metadata"))? {
+        let path = "event.metadata";
+        let m = as_dict(&m, path)?;
+        let meta: &mut ObjectMeta = &mut e.metadata;
+        read_str(&m, intern!(py, "name"), path, &mut meta.name)?;
+        read_str(&m, intern!(py, "namespace"), path, &mut meta.namespace)?;
+        read_str(&m, intern!(py, "resourceVersion"), path, &mut meta.resource_version)?;
+        meta.annotations = read_map(&m, intern!(py, "annotations"), path)?;
+    }
+    match get(&d, intern!(py, "involvedObject"))? {
+        Some(v) => read_reference(&v, "event.involvedObject", &mut e.involved_object)?,
+        None => return Err(PyValueError::new_err("event: missing field `involvedObject`")),
+    }
+    read_str(&d, intern!(py, "reason"), p, &mut e.reason)?;
+    read_str(&d, intern!(py, "message"), p, &mut e.message)?;
+    if let Some(v) = get(&d, intern!(py, "source"))? {
+        e.source = source_from_py(&v, "event.source")?;
+    }
+    e.first_timestamp = read_time(&d, intern!(py, "firstTimestamp"), p)?;
+    e.last_timestamp = read_time(&d, intern!(py, "lastTimestamp"), p)?;
+    e.count = read_i32(&d, intern!(py, "count"), p)?;
+    read_str(&d, intern!(py, "type"), p, &mut e.type_)?;
+    e.event_time = read_time(&d, intern!(py, "eventTime"), p)?;
+    if let Some(v) = get(&d, intern!(py, "series"))? {
+        let path = "event.series";
+        let s = as_dict(&v, path)?;
+        e.series = Some(EventSeries {
+            count: read_i32(&s, intern!(py, "count"), path)?,
+            last_observed_time: read_time(&s, intern!(py, "lastObservedTime"), path)?,
+        });
+    }
+    read_str(&d, intern!(py, "action"), p, &mut e.action)?;
+    if let Some(v) = get(&d, intern!(py, "related"))? {
+        e.related = Some(reference_from_py(&v, "event.related")?);
+    }
+    read_str(&d, intern!(py, "reportingComponent"), p, &mut e.reporting_controller)?;
+    read_str(&d, intern!(py, "reportingInstance"), p, &mut e.reporting_instance)?;
+    Ok(e)
 }
 
+fn set_str(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, v: &str) -> PyResult<()> {
+    if v.is_empty() {
+        Ok(())
+    } else {
+        d.set_item(key, v)
+    }
+}
+
+fn time_str(t: Option<Time>, micro: bool) -> Option<String> {
+    t.map(|t| if micro { t.to_rfc3339_micro() } else { t.to_rfc3339() })
+}
+
+fn reference_to_py<'py>(py: Python<'py>, r: &ObjectReference) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    set_str(&d, intern!(py, "kind"), &r.kind)?;
+    set_str(&d, intern!(py, "namespace"), &r.namespace)?;
+    set_str(&d, intern!(py, "name"), &r.name)?;
+    set_str(&d, intern!(py, "uid"), &r.uid)?;
+    set_str(&d, intern!(py, "apiVersion"), &r.api_version)?;
+    set_str(&d, intern!(py, "resourceVersion"), &r.resource_version)?;
+    set_str(&d, intern!(py, "fieldPath"), &r.field_path)?;
+    Ok(d)
+}
+
+/// A core/v1 Event as the dict `json.loads` would give for Go's JSON of it.
+pub fn event_to_py<'py>(py: Python<'py>, e: &Event) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    set_str(&d, intern!(py, "apiVersion"), &e.api_version)?;
+    set_str(&d, intern!(py, "kind"), &e.kind)?;
+    let meta = PyDict::new(py);
+    set_str(&meta, intern!(py, "name"), &e.metadata.name)?;
+    set_str(&meta, intern!(py, "namespace"), &e.metadata.namespace)?;
+    set_str(&meta, intern!(py, "resourceVersion"), &e.metadata.resource_version)?;
+    if !e.metadata.annotations.is_empty() {
+        meta.set_item(intern!(py, "annotations"), &e.metadata.annotations)?;
+    }
+    d.set_item(intern!(py, "metadata"), meta)?;
+    d.set_item(intern!(py, "involvedObject"), reference_to_py(py, &e.involved_object)?)?;
+    set_str(&d, intern!(py, "reason"), &e.reason)?;
+    set_str(&d, intern!(py, "message"), &e.message)?;
+    let source = PyDict::new(py);
+    set_str(&source, intern!(py, "component"), &e.source.component)?;
+    set_str(&source, intern!(py, "host"), &e.source.host)?;
+    d.set_item(intern!(py, "source"), source)?;
+    d.set_item(intern!(py, "firstTimestamp"), time_str(e.first_timestamp, false))?;
+    d.set_item(intern!(py, "lastTimestamp"), time_str(e.last_timestamp, false))?;
+    if e.count != 0 {
+        d.set_item(intern!(py, "count"), e.count)?;
+    }
+    set_str(&d, intern!(py, "type"), &e.type_)?;
+    d.set_item(intern!(py, "eventTime"), time_str(e.event_time, true))?;
+    if let Some(s) = &e.series {
+        let sd = PyDict::new(py);
+        if s.count != 0 {
+            sd.set_item(intern!(py, "count"), s.count)?;
+        }
+        sd.set_item(intern!(py, "lastObservedTime"), time_str(s.last_observed_time, true))?;
+        d.set_item(intern!(py, "series"), sd)?;
+    }
+    set_str(&d, intern!(py, "action"), &e.action)?;
+    if let Some(r) = &e.related {
+        d.set_item(intern!(py, "related"), reference_to_py(py, r)?)?;
+    }
+    d.set_item(intern!(py, "reportingComponent"), &e.reporting_controller)?;
+    d.set_item(intern!(py, "reportingInstance"), &e.reporting_instance)?;
+    Ok(d)
+}
+
+const RECORD_KEYS: [&str; 8] =
+    ["t_ns", "source_component", "source_host", "involved", "type", "reason", "message", "annotations"];
+const INVOLVED_KEYS: [&str; 7] = ["kind", "namespace", "name", "uid", "api_version", "resource_version", "field_path"];
+
+/// Rejects keys outside `known`, so a misspelt field is an error rather than a silently empty one.
+fn check_keys(d: &Bound<'_, PyDict>, known: &[&str], path: &str) -> PyResult<()> {
+    for k in d.keys() {
+        let name = k.cast::<PyString>().map_err(|_| PyTypeError::new_err(format!("{path}: keys must be str")))?;
+        let name = name.to_str()?;
+        if !known.contains(&name) {
+            return Err(PyValueError::new_err(format!(
+                "{path}: unknown field `{name}`, expected one of {}",
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A trace record dict (the JSON Lines format of `kubevents.traces`).
 pub fn record_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Record<'static>> {
-    // Python strings cannot be borrowed past the call, so the record owns its strings.
-    from_mapping::<Record<'_>>(obj, "record").map(Record::into_owned)
-}
-
-/// A plain dict of the Kubernetes JSON shape.
-pub fn to_py<'py, T: Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
-    pythonize::pythonize(py, value).map_err(|e| PyValueError::new_err(e.to_string()))
+    let py = obj.py();
+    let p = "record";
+    let d = as_dict(obj, p)?;
+    check_keys(&d, &RECORD_KEYS, p)?;
+    let t_ns = match get(&d, intern!(py, "t_ns"))? {
+        None => return Err(PyValueError::new_err("record: missing field `t_ns`")),
+        Some(v) if v.is_instance_of::<pyo3::types::PyBool>() || !v.is_instance_of::<pyo3::types::PyInt>() => {
+            return Err(PyTypeError::new_err(format!(
+                "record.t_ns: expected int nanoseconds since the Unix epoch, got {}",
+                type_name(&v)
+            )))
+        }
+        Some(v) => v.extract::<i64>().map_err(|_| PyValueError::new_err(format!("record.t_ns: {v} is outside the int64 range")))?,
+    };
+    let Some(involved) = get(&d, intern!(py, "involved"))? else {
+        return Err(PyValueError::new_err("record: missing field `involved`"));
+    };
+    let ip = "record.involved";
+    let i = as_dict(&involved, ip)?;
+    check_keys(&i, &INVOLVED_KEYS, ip)?;
+    let string = |d: &Bound<'_, PyDict>, key: &str, path: &str| -> PyResult<std::borrow::Cow<'static, str>> {
+        let mut out = String::new();
+        read_str(d, &PyString::intern(py, key), path, &mut out)?;
+        Ok(out.into())
+    };
+    Ok(Record {
+        t_ns,
+        source_component: string(&d, "source_component", p)?,
+        source_host: string(&d, "source_host", p)?,
+        involved: crate::sim::InvolvedRecord {
+            kind: string(&i, "kind", ip)?,
+            namespace: string(&i, "namespace", ip)?,
+            name: string(&i, "name", ip)?,
+            uid: string(&i, "uid", ip)?,
+            api_version: string(&i, "api_version", ip)?,
+            resource_version: string(&i, "resource_version", ip)?,
+            field_path: string(&i, "field_path", ip)?,
+        },
+        type_: string(&d, "type", p)?,
+        reason: string(&d, "reason", p)?,
+        message: string(&d, "message", p)?,
+        annotations: read_map(&d, intern!(py, "annotations"), p)?,
+    })
 }

@@ -6,14 +6,14 @@ use std::sync::{Mutex, MutexGuard};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::{PyBytes, PyDict, PyString};
 
 use super::clock::clock_arg;
-use super::convert::{event_from_py, to_py};
+use super::convert::{event_from_py, event_to_py, reference_from_py, source_from_py};
 use super::errors::external;
 use crate::correlator::{Correlation, CorrelatorOptions, EventCorrelator, KeyFuncs, DEFAULT_QPS};
 use crate::error::Error;
-use crate::event::{Event, EventSource, ObjectReference};
+use crate::event::{Event, EventSource};
 use crate::recorder::{make_event as core_make_event, EventInput, UuidSource};
 
 /// Correlator options from Python keywords, checked with messages that name the option.
@@ -65,7 +65,7 @@ pub fn key_funcs_from_py(
     let call_str = |name: &'static str, f: Py<PyAny>| {
         move |e: &Event| -> Result<String, Error> {
             Python::attach(|py| {
-                let out = f.call1(py, (to_py(py, e)?,))?;
+                let out = f.call1(py, (event_to_py(py, e)?,))?;
                 out.bind(py).cast::<PyString>().map(|s| s.to_string()).map_err(|_| {
                     PyTypeError::new_err(format!("{name} must return a str, got {}", type_name(out.bind(py))))
                 })
@@ -77,7 +77,7 @@ pub fn key_funcs_from_py(
         aggregate: key_func.map(|f| {
             Box::new(move |e: &Event| -> Result<(String, String), Error> {
                 Python::attach(|py| {
-                    let out = f.call1(py, (to_py(py, e)?,))?;
+                    let out = f.call1(py, (event_to_py(py, e)?,))?;
                     out.bind(py).extract::<(String, String)>().map_err(|_| {
                         PyTypeError::new_err(format!(
                             "key_func must return a (aggregate_key, local_key) tuple of str, got {}",
@@ -139,7 +139,7 @@ fn py_bool(b: bool) -> &'static str {
 
 pub fn correlation_to_py(py: Python<'_>, c: Correlation) -> PyResult<PyCorrelateResult> {
     Ok(PyCorrelateResult {
-        event: c.event.map(|e| to_py(py, &e).map(Bound::unbind)).transpose()?,
+        event: c.event.map(|e| event_to_py(py, &e).map(|d| d.into_any().unbind())).transpose()?,
         patch: c.patch.map(|p| PyBytes::new(py, &p).unbind()),
         skip: c.skip,
         aggregated: c.aggregated,
@@ -237,21 +237,11 @@ pub fn make_event<'py>(
     source: &Bound<'py, PyAny>,
     clock: Option<&Bound<'py, PyAny>>,
     annotations: Option<BTreeMap<String, String>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let reference: ObjectReference = {
-        let wrapped = pyo3::types::PyDict::new(py);
-        wrapped.set_item("involvedObject", obj_ref)?;
-        event_from_py(wrapped.as_any())
-            .map_err(|e| rename_err(py, e, "event.involvedObject", "obj_ref"))?
-            .involved_object
-    };
-    let source: EventSource = if let Ok(component) = source.extract::<String>() {
-        EventSource { component, host: String::new() }
-    } else {
-        let wrapped = pyo3::types::PyDict::new(py);
-        wrapped.set_item("involvedObject", pyo3::types::PyDict::new(py))?;
-        wrapped.set_item("source", source)?;
-        event_from_py(wrapped.as_any()).map_err(|e| rename_err(py, e, "event.source", "source"))?.source
+) -> PyResult<Bound<'py, PyDict>> {
+    let reference = reference_from_py(obj_ref, "obj_ref")?;
+    let source = match source.extract::<String>() {
+        Ok(component) => EventSource { component, host: String::new() },
+        Err(_) => source_from_py(source, "source")?,
     };
     let now = clock_arg(clock)?.now()?;
     let input = EventInput {
@@ -262,14 +252,5 @@ pub fn make_event<'py>(
         message: &message,
         source: &source,
     };
-    to_py(py, &core_make_event(&input, now, &mut UuidSource::Random))
-}
-
-fn rename_err(py: Python<'_>, e: PyErr, from: &str, to: &str) -> PyErr {
-    let msg = e.value(py).to_string().replacen(from, to, 1);
-    if e.is_instance_of::<PyTypeError>(py) {
-        PyTypeError::new_err(msg)
-    } else {
-        PyValueError::new_err(msg)
-    }
+    event_to_py(py, &core_make_event(&input, now, &mut UuidSource::Random))
 }
