@@ -47,7 +47,7 @@ def _record(t_ns, pod, reason, type_, message, *, container="", component="kubel
 def kubelet_storm(seed: int = 7, minutes: int = 60) -> list[dict]:
     """An hour of one node during an incident, as its kubelet (and the scheduler) record it.
 
-    About five thousand events: a rollout whose new pods crash-loop (restart back-off from 10 s to 5 min,
+    About seven thousand events: a rollout whose new pods crash-loop (restart back-off from 10 s to 5 min,
     BackOff on every sync), pods stuck on an image that does not exist (ErrImagePull, ImagePullBackOff),
     a search cluster whose readiness probe reports a changing shard count (messages that differ every time,
     which the correlator aggregates), and batch pods missing a dozen secrets (FailedMount per volume).

@@ -1,0 +1,171 @@
+"""`python -m kubevents`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import kubevents
+from kubevents.__main__ import main
+from kubevents.traces import kubelet_storm
+
+NS = 10**9
+T0 = 1_700_000_000 * NS
+ROWS = ["events in", "creates", "patches", "skipped by the spam filter", "aggregated", "API writes",
+        "API writes saved", "objects with most API writes"]
+
+
+def rec(t_s, pod, message, reason="BackOff", type_="Warning"):
+    return {"t_ns": T0 + t_s * NS, "source_component": "kubelet", "source_host": "node-0",
+            "involved": {"kind": "Pod", "namespace": "web", "name": pod, "uid": f"uid-{pod}", "api_version": "v1"},
+            "type": type_, "reason": reason, "message": message}
+
+
+# The trace of test_simulate: with burst 3 and max-events 2 it gives 4 creates, 3 patches, 1 skip, 2 aggregated.
+RECORDS = [
+    rec(0, "p1", "m"), rec(1, "p1", "m"), rec(2, "p2", "assigned", "Scheduled", "Normal"), rec(3, "p1", "m"),
+    rec(4, "p1", "m"), rec(5, "p3", "a", "Unhealthy"), rec(6, "p3", "b", "Unhealthy"), rec(7, "p3", "c", "Unhealthy"),
+]
+
+
+@pytest.fixture
+def trace_file(tmp_path):
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
+    return path
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "kubevents", *args], capture_output=True, text=True, timeout=120)
+
+
+def row_value(out: str, label: str) -> str:
+    for line in out.splitlines():
+        if line.startswith(label + "  ") or line.startswith(label + " "):
+            rest = line[len(label):].strip()
+            if rest and (rest[0].isdigit() or rest[0] == "-"):
+                return rest
+    raise AssertionError(f"no row {label!r} in:\n{out}")
+
+
+def test_default_run_prints_the_table():
+    p = run()
+    assert p.returncode == 0, p.stderr
+    for row in ROWS:
+        assert row in p.stdout
+    assert "built-in kubelet storm" in p.stdout
+    events = int(row_value(p.stdout, "events in"))
+    creates, patches = int(row_value(p.stdout, "creates")), int(row_value(p.stdout, "patches"))
+    skips = int(row_value(p.stdout, "skipped by the spam filter"))
+    assert events == len(kubelet_storm()) == creates + patches + skips
+    assert int(row_value(p.stdout, "API writes")) == creates + patches
+    assert row_value(p.stdout, "API writes saved").endswith("%")
+
+
+def test_json_output_parses_and_adds_up():
+    p = run("--json")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["events"] == r["creates"] + r["patches"] + r["skipped_by_spam_filter"]
+    assert r["api_writes"] == r["creates"] + r["patches"]
+    assert r["api_writes_saved_percent"] == round(100 * (1 - r["api_writes"] / r["events"]), 1)
+    assert 0 <= r["aggregated"] <= r["events"]
+    assert len(r["top_objects"]) == 5
+    writes = [o["writes"] for o in r["top_objects"]]
+    assert writes == sorted(writes, reverse=True)
+    for o in r["top_objects"]:
+        assert o["writes"] == o["creates"] + o["patches"]
+        assert o["events"] == o["writes"] + o["skips"]
+    # The same numbers as the library.
+    sim = kubevents.simulate(kubelet_storm(), per_object=True)
+    assert r["events"] == sim.totals["events"] and r["skipped_by_spam_filter"] == sim.totals["skips"]
+    assert r["top_objects"] == sim.top_objects(5)
+
+
+def test_trace_file_with_options(trace_file):
+    p = run("--trace", str(trace_file), "--burst", "3", "--max-events", "2", "--json", "--top", "2")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert {k: r[k] for k in ("events", "creates", "patches", "skipped_by_spam_filter", "aggregated",
+                              "api_writes", "api_writes_saved_percent")} == {
+        "events": 8, "creates": 4, "patches": 3, "skipped_by_spam_filter": 1, "aggregated": 2,
+        "api_writes": 7, "api_writes_saved_percent": 12.5,
+    }
+    assert [(o["name"], o["writes"]) for o in r["top_objects"]] == [("p1", 3), ("p3", 3)]
+
+
+def test_trace_file_table(trace_file):
+    p = run("--trace", str(trace_file))
+    assert p.returncode == 0, p.stderr
+    assert f"trace: {trace_file}" in p.stdout
+    assert row_value(p.stdout, "events in") == "8"
+    assert row_value(p.stdout, "creates") == "5"
+    assert row_value(p.stdout, "patches") == "3"
+    assert row_value(p.stdout, "skipped by the spam filter") == "0"
+    assert row_value(p.stdout, "API writes saved") == "0.0 %"
+    assert "Pod web/p1" in p.stdout
+
+
+def test_missing_file_exits_2_with_a_message(tmp_path):
+    missing = tmp_path / "missing.jsonl"
+    p = run("--trace", str(missing))
+    assert p.returncode == 2
+    assert "kubevents:" in p.stderr and "missing.jsonl" in p.stderr
+    assert p.stdout == ""
+
+
+def test_bad_trace_line_exits_2_naming_the_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(RECORDS[0]) + "\n" + "{oops\n", encoding="utf-8")
+    p = run("--trace", str(path))
+    assert p.returncode == 2
+    assert "line 2" in p.stderr
+
+
+def test_negative_option_exits_2(trace_file):
+    p = run("--trace", str(trace_file), "--burst", "-1")
+    assert p.returncode == 2
+    assert "burst" in p.stderr
+
+
+def test_main_in_process(trace_file, capsys):
+    assert main(["--trace", str(trace_file), "--json", "--burst", "3", "--max-events", "2"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert (r["events"], r["creates"], r["patches"], r["skipped_by_spam_filter"]) == (8, 4, 3, 1)
+
+    assert main(["--trace", str(trace_file)]) == 0
+    out = capsys.readouterr().out
+    for row in ROWS:
+        assert row in out
+
+
+def test_main_in_process_missing_file(tmp_path, capsys):
+    assert main(["--trace", str(tmp_path / "nope.jsonl")]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("kubevents: ") and "nope.jsonl" in captured.err
+
+
+def test_main_in_process_default_trace(capsys):
+    assert main(["--top", "3"]) == 0
+    out = capsys.readouterr().out
+    for row in ROWS:
+        assert row in out
+    assert row_value(out, "events in") == str(len(kubelet_storm()))
+
+
+def test_huge_cache_size_does_not_abort(trace_file):
+    import resource
+
+    def limit_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    p = subprocess.run([sys.executable, "-m", "kubevents", "--trace", str(trace_file), "--cache-size", str(2**40)],
+                       capture_output=True, text=True, timeout=120, preexec_fn=limit_memory)
+    rc = p.returncode
+    # Either it works (client-go's caches do not preallocate) or it refuses with a message; never a crash.
+    assert rc in (0, 2), f"exit status {rc}: {p.stderr.strip().splitlines()[:1]}"
+    if rc == 2:
+        assert p.stderr.startswith("kubevents: ")
