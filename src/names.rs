@@ -3,50 +3,76 @@
 /// `IsDNS1123Subdomain`: at most 253 characters of dot-separated labels, each
 /// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`.
 pub fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= 253
-        && s.split('.').all(|label| {
-            let b = label.as_bytes();
-            let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-            match (b.first(), b.last()) {
-                (Some(first), Some(last)) => {
-                    alnum(first) && alnum(last) && b.iter().all(|c| alnum(c) || *c == b'-')
-                }
-                _ => false,
-            }
-        })
+    let b = s.as_bytes();
+    if b.is_empty() || b.len() > 253 {
+        return false;
+    }
+    // One pass: a label starts and ends with an alphanumeric, so the string does too, and a '.' or '-' is
+    // never next to a '.'.
+    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let mut prev = b'.';
+    for &c in b {
+        let ok = if alnum(c) { true } else { (c == b'-' && prev != b'.') || (c == b'.' && alnum(prev)) };
+        if !ok {
+            return false;
+        }
+        prev = c;
+    }
+    alnum(prev)
 }
+
+/// "000102…feff": the two hex digits of every byte, so that digits are appended without a UTF-8 check.
+const HEX_PAIRS: &str = {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    const PAIRS: [u8; 512] = {
+        let mut t = [0u8; 512];
+        let mut i = 0;
+        while i < 256 {
+            t[2 * i] = HEX[i >> 4];
+            t[2 * i + 1] = HEX[i & 0xf];
+            i += 1;
+        }
+        t
+    };
+    match std::str::from_utf8(&PAIRS) {
+        Ok(s) => s,
+        Err(_) => panic!("hex digits are ASCII"),
+    }
+};
 
 /// Appends Go's `fmt.Sprintf("%x", n)` of a signed integer: a minus sign and the magnitude, no padding.
 pub fn push_go_hex(out: &mut String, n: i64) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     if n < 0 {
         out.push('-');
     }
-    let mut v = n.unsigned_abs();
-    let mut buf = [0u8; 16];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = HEX[(v & 0xf) as usize];
-        v >>= 4;
-        if v == 0 {
-            break;
-        }
+    let bytes = n.unsigned_abs().to_be_bytes();
+    let first = bytes.iter().position(|&b| b != 0).unwrap_or(bytes.len() - 1);
+    let lead = usize::from(bytes[first]);
+    // No leading zero digit.
+    out.push_str(&HEX_PAIRS[2 * lead + usize::from(lead < 16)..2 * lead + 2]);
+    for &b in &bytes[first + 1..] {
+        let b = usize::from(b);
+        out.push_str(&HEX_PAIRS[2 * b..2 * b + 2]);
     }
-    out.extend(buf[i..].iter().map(|&c| char::from(c)));
+}
+
+/// Whether `<ref_name>.<hex unix_nanos>` is a DNS subdomain, without building it: the hex label is valid
+/// unless it has a minus sign, so this comes down to the reference name and the length.
+pub fn event_name_is_subdomain(ref_name: &str, unix_nanos: i64) -> bool {
+    let hex_digits = (64 - unix_nanos.leading_zeros() as usize).div_ceil(4).max(1);
+    unix_nanos >= 0 && ref_name.len() + 1 + hex_digits <= 253 && is_dns1123_subdomain(ref_name)
 }
 
 /// `<ref_name>.<hex UnixNano>`, or a fresh UUIDv4 from `uuid` when that is not a DNS subdomain.
 pub fn generate_event_name(ref_name: &str, unix_nanos: i64, uuid: impl FnOnce() -> String) -> String {
+    if !event_name_is_subdomain(ref_name, unix_nanos) {
+        return uuid();
+    }
     let mut name = String::with_capacity(ref_name.len() + 17);
     name.push_str(ref_name);
     name.push('.');
     push_go_hex(&mut name, unix_nanos);
-    if is_dns1123_subdomain(&name) {
-        name
-    } else {
-        uuid()
-    }
+    name
 }
 
 #[cfg(test)]
@@ -72,8 +98,44 @@ mod tests {
         assert!(is_dns1123_subdomain("a-b.c0"));
         assert!(is_dns1123_subdomain(&"a".repeat(253)));
         assert!(!is_dns1123_subdomain(&"a".repeat(254)));
-        for bad in ["", ".a", "a.", "a..b", "-a", "a-", "A", "a_b", "a.-b", "é"] {
+        assert!(is_dns1123_subdomain("a--b.0-0.9"));
+        for bad in ["", ".", "-", ".a", "a.", "a..b", "-a", "a-", "A", "a_b", "a.-b", "a-.b", "é", "a.é"] {
             assert!(!is_dns1123_subdomain(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn subdomain_rule_matches_the_per_label_definition() {
+        let by_labels = |s: &str| {
+            s.len() <= 253
+                && s.split('.').all(|l| {
+                    let b = l.as_bytes();
+                    let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+                    !b.is_empty() && alnum(&b[0]) && alnum(&b[b.len() - 1]) && b.iter().all(|c| alnum(c) || *c == b'-')
+                })
+        };
+        let alphabet = ['a', '0', '-', '.', 'A'];
+        let mut strings = vec![String::new()];
+        for _ in 0..6 {
+            let longer: Vec<String> =
+                strings.iter().flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}"))).collect();
+            for s in &longer {
+                assert_eq!(is_dns1123_subdomain(s), by_labels(s), "{s:?}");
+            }
+            strings = longer;
+        }
+    }
+
+    #[test]
+    fn event_name_check_matches_checking_the_built_name() {
+        let long = |n: usize| "a".repeat(n);
+        let names = ["", "a", "a.b", "a-", "-a", "a.", ".", "A", "pod-0", "x_y", &long(235), &long(236), &long(252)];
+        for name in names {
+            for n in [0, 1, 15, 16, 255, 1 << 60, i64::MAX, -1, i64::MIN, 1_704_067_201_000_000_000] {
+                let mut built = format!("{name}.");
+                push_go_hex(&mut built, n);
+                assert_eq!(event_name_is_subdomain(name, n), is_dns1123_subdomain(&built), "{name:?} {n}");
+            }
         }
     }
 
@@ -82,7 +144,7 @@ mod tests {
         let mut s = String::new();
         push_go_hex(&mut s, -255);
         assert_eq!(s, "-ff");
-        for n in [0, 1, 15, 16, i64::MAX, i64::MIN, 1_704_067_201_000_000_000] {
+        for n in [0, 1, 15, 16, 255, 256, 4095, 4096, 1 << 32, i64::MAX, i64::MIN, i64::MIN + 1, 1_704_067_201_000_000_000] {
             let mut s = String::new();
             push_go_hex(&mut s, n);
             let expected = if n < 0 { format!("-{:x}", n.unsigned_abs()) } else { format!("{n:x}") };

@@ -6,7 +6,7 @@ use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 
 use crate::event::{Event, EventSource, ObjectReference};
-use crate::names::{is_dns1123_subdomain, push_go_hex};
+use crate::names::{event_name_is_subdomain, push_go_hex};
 use crate::time::Time;
 
 /// `metav1.NamespaceDefault`, used when the referenced object has no namespace.
@@ -64,37 +64,52 @@ pub fn make_event(input: &EventInput<'_>, now: Time, uuids: &mut UuidSource) -> 
 
 /// `make_event` into an existing event, reusing its allocations.
 pub fn make_event_into(event: &mut Event, input: &EventInput<'_>, now: Time, uuids: &mut UuidSource) {
-    let r = input.reference;
+    event.involved_object.assign_from(input.reference);
+    event.source.assign_from(input.source);
+    make_event_around(event, input.annotations, input.type_, input.reason, input.message, now, uuids);
+}
+
+/// `make_event_into` for an event whose involved object and source already are the reference and the
+/// source (a replay writes them there directly, saving a copy).
+pub fn make_event_around(
+    event: &mut Event,
+    annotations: Option<&BTreeMap<String, String>>,
+    type_: &str,
+    reason: &str,
+    message: &str,
+    now: Time,
+    uuids: &mut UuidSource,
+) {
+    let r = &event.involved_object;
     let name = &mut event.metadata.name;
-    name.clear();
-    name.push_str(&r.name);
-    name.push('.');
-    push_go_hex(name, now.unix_nanos());
-    if !is_dns1123_subdomain(name) {
+    if event_name_is_subdomain(&r.name, now.unix_nanos()) {
+        name.clear();
+        name.push_str(&r.name);
+        name.push('.');
+        push_go_hex(name, now.unix_nanos());
+    } else {
         *name = uuids.next_uuid();
     }
     set(&mut event.metadata.namespace, if r.namespace.is_empty() { NAMESPACE_DEFAULT } else { &r.namespace });
     event.metadata.resource_version.clear();
     event.metadata.annotations.clear();
-    if let Some(a) = input.annotations {
+    if let Some(a) = annotations {
         event.metadata.annotations.extend(a.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     event.api_version.clear();
     event.kind.clear();
-    event.involved_object.assign_from(r);
-    set(&mut event.reason, input.reason);
-    set(&mut event.message, input.message);
-    event.source.assign_from(input.source);
+    set(&mut event.reason, reason);
+    set(&mut event.message, message);
     event.first_timestamp = Some(now);
     event.last_timestamp = Some(now);
     event.count = 1;
-    set(&mut event.type_, input.type_);
+    set(&mut event.type_, type_);
     event.event_time = None;
     event.series = None;
     event.action.clear();
     event.related = None;
-    set(&mut event.reporting_controller, &input.source.component);
-    set(&mut event.reporting_instance, &input.source.host);
+    set(&mut event.reporting_controller, &event.source.component);
+    set(&mut event.reporting_instance, &event.source.host);
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ impl Time {
     }
 
     /// Go's `t.Sub(u)`: saturating at the ends of the duration range.
-    pub fn sub(self, earlier: Time) -> i64 {
+    pub fn since(self, earlier: Time) -> i64 {
         self.0.saturating_sub(earlier.0)
     }
 

@@ -7,33 +7,46 @@
 
 use std::num::NonZeroUsize;
 
-use lru::LruCache;
-
+use super::lru::Lru;
 use crate::event::Event;
 use crate::names::push_go_hex;
 use crate::time::Time;
 
+#[derive(Default)]
 struct AggregateRecord {
-    /// Distinct local keys (messages) in first-insertion order. At most `max_events` (10 by default), so a
-    /// linear scan beats hashing them.
+    /// Distinct local keys (messages) in first-insertion order: the first `len`; the strings past `len` are
+    /// spare buffers. At most `max_events` (10 by default), so a linear scan beats hashing them.
     local_keys: Vec<String>,
+    len: usize,
     last_timestamp: Time,
 }
 
 impl AggregateRecord {
     /// Inserts if absent (a set insert), returning the set's size.
     fn insert(&mut self, local_key: &str) -> usize {
-        if !self.local_keys.iter().any(|k| k == local_key) {
-            self.local_keys.push(local_key.to_owned());
+        if self.local_keys[..self.len].iter().any(|k| k == local_key) {
+            return self.len;
         }
-        self.local_keys.len()
+        match self.local_keys.get_mut(self.len) {
+            Some(spare) => {
+                spare.clear();
+                spare.push_str(local_key);
+            }
+            None => self.local_keys.push(local_key.to_owned()),
+        }
+        self.len += 1;
+        self.len
+    }
+
+    /// Drops the oldest key, keeping its buffer as a spare.
+    fn pop_oldest(&mut self) {
+        self.local_keys[..self.len].rotate_left(1);
+        self.len -= 1;
     }
 }
 
 pub struct Aggregator {
-    cache: LruCache<String, AggregateRecord>,
-    /// An evicted record, kept so its buffers serve the next new group.
-    spare: Option<AggregateRecord>,
+    cache: Lru<AggregateRecord>,
     max_events: usize,
     /// `time.Duration(maxIntervalInSeconds) * time.Second`, with Go's wrapping multiplication.
     max_interval_nanos: i64,
@@ -41,59 +54,31 @@ pub struct Aggregator {
 
 impl Aggregator {
     pub fn new(size: NonZeroUsize, max_events: usize, max_interval_seconds: i64) -> Self {
-        Aggregator {
-            cache: LruCache::new(size),
-            spare: None,
-            max_events,
-            max_interval_nanos: max_interval_seconds.wrapping_mul(1_000_000_000),
-        }
+        Aggregator { cache: Lru::new(size), max_events, max_interval_nanos: max_interval_seconds.wrapping_mul(1_000_000_000) }
     }
 
     /// The bookkeeping half of `EventAggregate`: records `local_key` in the group of `aggregate_key` at the
     /// aggregator's clock reading `now` and says whether the event must be replaced by the group's aggregate
-    /// event. When it returns false, `aggregate_key` may have been taken for the cache and replaced by a
-    /// cleared buffer; when true, it is left as it was (the observer counts the aggregate under it).
-    pub fn record(&mut self, aggregate_key: &mut String, local_key: &str, now: Time) -> bool {
-        match self.cache.get_mut(aggregate_key.as_str()) {
-            Some(record) => {
-                if now.sub(record.last_timestamp) > self.max_interval_nanos {
-                    record.local_keys.clear();
-                }
-                record.last_timestamp = now;
-                if record.insert(local_key) < self.max_events {
-                    return false;
-                }
-                record.local_keys.remove(0);
-                true
-            }
-            None => {
-                // A group seen for the first time (or evicted): its set holds just this local key.
-                let mut record = self.spare.take().unwrap_or(AggregateRecord { local_keys: Vec::new(), last_timestamp: now });
-                record.local_keys.clear();
-                record.last_timestamp = now;
-                let combine = record.insert(local_key) >= self.max_events;
-                let key = if combine {
-                    record.local_keys.remove(0);
-                    aggregate_key.clone()
-                } else {
-                    std::mem::take(aggregate_key)
-                };
-                if let Some((mut old_key, old_record)) = self.cache.push(key, record) {
-                    self.spare = Some(old_record);
-                    if !combine {
-                        old_key.clear();
-                        *aggregate_key = old_key;
-                    }
-                }
-                combine
-            }
+    /// event.
+    pub fn record(&mut self, aggregate_key: &[u8], local_key: &str, now: Time) -> bool {
+        // Go's Get then Add: either way the group ends up at the front.
+        let hash = self.cache.hash(aggregate_key);
+        let (record, found) = self.cache.add(hash, aggregate_key);
+        // A group seen for the first time (or evicted) starts from an empty set.
+        if !found || now.since(record.last_timestamp) > self.max_interval_nanos {
+            record.len = 0;
         }
+        record.last_timestamp = now;
+        if record.insert(local_key) < self.max_events {
+            return false;
+        }
+        record.pop_oldest();
+        true
     }
 
     pub fn len(&self) -> usize {
         self.cache.len()
     }
-
 }
 
 /// Turns `event` into the aggregate event that replaces it: named `<involvedObject.name>.<hex UnixNano>` with

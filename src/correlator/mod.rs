@@ -3,6 +3,7 @@
 
 mod aggregator;
 pub mod keys;
+mod lru;
 mod observe;
 pub mod patch;
 pub mod rate;
@@ -15,6 +16,7 @@ pub use aggregator::make_aggregate;
 use aggregator::Aggregator;
 pub use keys::{AggregateKeyFn, MessageFn, SpamKeyFn};
 use observe::Observer;
+use patch::count_patch_into;
 use spam::SpamFilter;
 
 use crate::clock::Clock;
@@ -23,6 +25,8 @@ use crate::event::Event;
 
 /// `maxLruCacheEntries`.
 pub const DEFAULT_LRU_CACHE_SIZE: usize = 4096;
+/// The largest cache bound accepted (entries are indexed by u32).
+pub const MAX_LRU_CACHE_SIZE: usize = u32::MAX as usize - 1;
 /// `defaultSpamBurst`.
 pub const DEFAULT_BURST: i64 = 25;
 /// `defaultSpamQPS`, as the float32 that `CorrelatorOptions.QPS` holds.
@@ -68,6 +72,13 @@ impl CorrelatorOptions {
         if self.max_interval_seconds < 0 {
             return Err(Error::Option(format!("max_interval must be >= 0 seconds, got {}", self.max_interval_seconds)));
         }
+        // The caches grow as keys arrive, indexed by u32; a bound past that could never be reached anyway.
+        if self.lru_cache_size > MAX_LRU_CACHE_SIZE {
+            return Err(Error::Option(format!(
+                "lru_cache_size must be at most {MAX_LRU_CACHE_SIZE}, got {}",
+                self.lru_cache_size
+            )));
+        }
         let d = CorrelatorOptions::default();
         let or = |v: i64, default: i64| if v == 0 { default } else { v };
         Ok(CorrelatorOptions {
@@ -109,7 +120,7 @@ pub struct Outcome {
     pub skip: bool,
     /// The event was replaced by its group's aggregate event.
     pub aggregated: bool,
-    /// A patch was built (the event is a repeat); see `EventCorrelator::patch`.
+    /// The event is a repeat and was not skipped: its patch is in `EventCorrelator::patch`.
     pub patched: bool,
 }
 
@@ -120,11 +131,11 @@ pub struct EventCorrelator {
     observer: Observer,
     spam: SpamFilter,
     funcs: KeyFuncs,
-    // Scratch buffers, reused across calls (an evicted cache key hands its allocation back).
+    // Scratch buffers, reused across calls.
     patch: Vec<u8>,
-    event_key: String,
-    aggregate_key: String,
-    spam_key: String,
+    event_key: Vec<u8>,
+    aggregate_key: Vec<u8>,
+    spam_key: Vec<u8>,
 }
 
 impl EventCorrelator {
@@ -138,9 +149,9 @@ impl EventCorrelator {
             spam: SpamFilter::new(size, o.qps, o.burst),
             funcs,
             patch: Vec::with_capacity(256),
-            event_key: String::with_capacity(256),
-            aggregate_key: String::with_capacity(256),
-            spam_key: String::with_capacity(256),
+            event_key: Vec::with_capacity(256),
+            aggregate_key: Vec::with_capacity(256),
+            spam_key: Vec::with_capacity(256),
         })
     }
 
@@ -158,16 +169,19 @@ impl EventCorrelator {
     /// the patch, if any, is left in `self.patch()` until the next call.
     pub fn correlate_in_place(&mut self, event: &mut Event) -> Result<Outcome> {
         let now = self.clock.now()?;
-        keys::event_key_into(event, &mut self.event_key);
+        // With the default key function the spam key is a prefix of the aggregate key. The aggregate event
+        // keeps the source, involved object and type, so the prefix is also the observed event's spam key.
+        let mut spam_end = None;
         let aggregated = match &self.funcs.aggregate {
             None => {
-                keys::aggregate_key_into(event, &mut self.aggregate_key);
-                self.aggregator.record(&mut self.aggregate_key, &event.message, now)
+                spam_end = Some(keys::default_keys_into(event, &mut self.aggregate_key, &mut self.event_key));
+                self.aggregator.record(&self.aggregate_key, &event.message, now)
             }
             Some(f) => {
+                keys::event_key_into(event, &mut self.event_key);
                 let (aggregate_key, local_key) = f(event)?;
-                self.aggregate_key = aggregate_key;
-                self.aggregator.record(&mut self.aggregate_key, &local_key, now)
+                self.aggregate_key = aggregate_key.into_bytes();
+                self.aggregator.record(&self.aggregate_key, &local_key, now)
             }
         };
         let key = if aggregated {
@@ -176,18 +190,31 @@ impl EventCorrelator {
                 Some(f) => f(event)?,
             };
             make_aggregate(event, message, now);
-            &mut self.aggregate_key
+            &self.aggregate_key
         } else {
-            &mut self.event_key
+            &self.event_key
         };
-        let patched = self.observer.observe(event, key, &mut self.patch);
+        let repeat = self.observer.observe(event, key);
 
-        match &self.funcs.spam {
-            None => keys::spam_key_into(event, &mut self.spam_key),
-            Some(f) => self.spam_key = f(event)?,
-        }
+        let spam_key = match (&self.funcs.spam, spam_end) {
+            (Some(f), _) => {
+                self.spam_key = f(event)?.into_bytes();
+                &self.spam_key
+            }
+            (None, Some(end)) => &self.aggregate_key[..end],
+            (None, None) => {
+                keys::spam_key_into(event, &mut self.spam_key);
+                &self.spam_key
+            }
+        };
         let clock = &self.clock;
-        let skip = self.spam.filter(&mut self.spam_key, || clock.now())?;
+        let skip = self.spam.filter(spam_key, || clock.now())?;
+        // Go builds the patch in eventObserve but drops it with a skipped event, so only unskipped
+        // repeats need one.
+        let patched = repeat && !skip;
+        if patched {
+            count_patch_into(&mut self.patch, event.count, event.last_timestamp, &event.message);
+        }
         Ok(Outcome { skip, aggregated, patched })
     }
 
@@ -199,7 +226,8 @@ impl EventCorrelator {
     /// `UpdateState`: records a server's answer (name, resourceVersion, count, firstTimestamp) under its
     /// `getEventKey`.
     pub fn update_state(&mut self, event: &Event) {
-        self.observer.update_state(event, &mut self.event_key);
+        keys::event_key_into(event, &mut self.event_key);
+        self.observer.update_state(event, &self.event_key);
     }
 
     /// Entries in the (aggregator, observer, spam filter) caches.

@@ -9,8 +9,8 @@
 
 use crate::time::Time;
 
-/// Per-bucket state: `tokens` and `last` of `rate.Limiter`. A new bucket is full.
-#[derive(Clone, Debug)]
+/// Per-bucket state: `tokens` and `last` of `rate.Limiter`. A new bucket is full; the default one is empty.
+#[derive(Clone, Debug, Default)]
 pub struct TokenBucket {
     tokens: f64,
     /// `None` is Go's zero `time.Time`: so long ago that any refill fills the bucket.
@@ -62,7 +62,7 @@ impl TokenBucket {
         // advance(now)
         let elapsed = match self.last {
             Some(last) if now < last => 0,
-            Some(last) => now.sub(last),
+            Some(last) => now.since(last),
             None => i64::MAX,
         };
         let mut tokens = self.tokens + tokens_from_duration(limit, elapsed);

@@ -347,6 +347,7 @@ fn options_are_populated_and_checked() {
     assert!(CorrelatorOptions { burst: -1, ..Default::default() }.populated().is_err());
     assert!(CorrelatorOptions { qps: f32::NAN, ..Default::default() }.populated().is_err());
     assert!(CorrelatorOptions { max_interval_seconds: -1, ..Default::default() }.populated().is_err());
+    assert!(CorrelatorOptions { lru_cache_size: MAX_LRU_CACHE_SIZE + 1, ..Default::default() }.populated().is_err());
 }
 
 #[test]

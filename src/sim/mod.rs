@@ -11,15 +11,14 @@
 pub mod trace;
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::io::BufRead;
 use std::sync::Arc;
 
 use crate::clock::FakeClock;
 use crate::correlator::{CorrelatorOptions, EventCorrelator, KeyFuncs};
 use crate::error::Result;
-use crate::event::{Event, EventSource, ObjectReference};
-use crate::recorder::{make_event_into, EventInput, UuidSource};
+use crate::event::Event;
+use crate::recorder::{make_event_around, UuidSource};
 use crate::time::Time;
 pub use trace::{InvolvedRecord, JsonLines, Record};
 
@@ -86,8 +85,6 @@ pub struct Simulator {
     objects: Option<HashMap<ObjectKey, ObjectTotals>>,
     // Reused for every record.
     event: Event,
-    reference: ObjectReference,
-    source: EventSource,
     patched: bool,
 }
 
@@ -108,8 +105,6 @@ impl Simulator {
             totals: Totals::default(),
             objects: track_objects.then(HashMap::new),
             event: Event::default(),
-            reference: ObjectReference::default(),
-            source: EventSource::default(),
             patched: false,
         })
     }
@@ -136,16 +131,12 @@ impl Simulator {
     pub fn step(&mut self, record: &Record<'_>) -> Result<Step> {
         let now = Time(record.t_ns);
         self.clock.set(now);
-        record.fill(&mut self.reference, &mut self.source);
-        let input = EventInput {
-            reference: &self.reference,
-            annotations: Some(&record.annotations).filter(|a| !a.is_empty()),
-            type_: &record.type_,
-            reason: &record.reason,
-            message: &record.message,
-            source: &self.source,
-        };
-        make_event_into(&mut self.event, &input, now, &mut self.uuids);
+        // The record's reference and source go straight into the event; the correlator keeps both (an
+        // aggregate event has the same involved object), so they also name the object below.
+        let event = &mut self.event;
+        record.fill(&mut event.involved_object, &mut event.source);
+        let annotations = Some(&record.annotations).filter(|a| !a.is_empty());
+        make_event_around(event, annotations, &record.type_, &record.reason, &record.message, now, &mut self.uuids);
         let outcome = self.correlator.correlate_in_place(&mut self.event)?;
         self.patched = outcome.patched && !outcome.skip;
 
@@ -154,7 +145,7 @@ impl Simulator {
         } else {
             let event = &mut self.event;
             event.metadata.resource_version.clear();
-            let _ = write!(event.metadata.resource_version, "{}", self.next_resource_version);
+            event.metadata.resource_version.push_str(itoa::Buffer::new().format(self.next_resource_version));
             self.next_resource_version += 1;
             self.correlator.update_state(event);
             if event.count > 1 {
@@ -172,7 +163,7 @@ impl Simulator {
             Action::Skip => self.totals.skips += 1,
         }
         if let Some(objects) = self.objects.as_mut() {
-            let r = &self.reference;
+            let r = &self.event.involved_object;
             let key = (r.kind.clone(), r.namespace.clone(), r.name.clone());
             let o = objects.entry(key).or_default();
             o.events += 1;
