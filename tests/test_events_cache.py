@@ -215,6 +215,21 @@ def test_aggregate_scenarios_report_aggregation_and_patch():
             }
 
 
+def test_aggregate_key_can_equal_the_event_key_of_a_message_less_event():
+    # Keys are joined with no separator, so an event without message or fieldPath has the same key string as
+    # its aggregate (reporting fields empty). client-go then counts the aggregate on top of that event.
+    ref = make_object_reference("Pod", "p", "ns")
+    del ref["fieldPath"]
+    clock = FakeClock(START)
+    c = kubevents.Correlator(clock=clock, max_events=2)
+    first = c.correlate(make_event("R", "", ref))
+    c.update_state(first.event)
+    second = c.correlate(make_event("R", "m", ref))
+    assert second.aggregated
+    assert second.event["count"] == 2
+    assert json.loads(second.patch)["count"] == 2
+
+
 # --- TestEventSpamFilter ------------------------------------------------------------------------------
 
 def spam_key_by_object_and_reason(e: dict) -> str:
