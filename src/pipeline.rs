@@ -601,5 +601,29 @@ pub fn log_line(e: &Event) -> String {
     s
 }
 
+/// The message client-go's `StartStructuredLogging` writes for an event (klog's key/value form).
+pub fn structured_line(e: &Event) -> String {
+    let r = &e.involved_object;
+    let mut s = String::with_capacity(160 + e.message.len());
+    s.push_str("Event occurred object=");
+    // klog.KRef: "namespace/name", or just the name without a namespace.
+    let object = if r.namespace.is_empty() { r.name.clone() } else { format!("{}/{}", r.namespace, r.name) };
+    go_quote(&mut s, &object);
+    for (k, v) in [
+        ("fieldPath", &r.field_path),
+        ("kind", &r.kind),
+        ("apiVersion", &r.api_version),
+        ("type", &e.type_),
+        ("reason", &e.reason),
+        ("message", &e.message),
+    ] {
+        s.push(' ');
+        s.push_str(k);
+        s.push('=');
+        go_quote(&mut s, v);
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests;

@@ -255,6 +255,21 @@ fn log_line_quotes_like_go() {
 }
 
 #[test]
+fn structured_line_is_klogs() {
+    let mut e = Event::default();
+    e.involved_object = reference("bar", "spec.containers[2]");
+    e.type_ = "Normal".into();
+    e.reason = "Started".into();
+    e.message = "some verbose message: 1".into();
+    assert_eq!(
+        structured_line(&e),
+        r#"Event occurred object="baz/foo" fieldPath="spec.containers[2]" kind="Pod" apiVersion="v1" type="Normal" reason="Started" message="some verbose message: 1""#
+    );
+    e.involved_object.namespace.clear();
+    assert!(structured_line(&e).starts_with(r#"Event occurred object="foo" "#));
+}
+
+#[test]
 fn event_types() {
     assert_eq!(EventType::parse("Normal").unwrap(), EventType::Normal);
     assert_eq!(EventType::parse("Warning").unwrap().as_str(), "Warning");

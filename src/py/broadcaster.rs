@@ -19,7 +19,7 @@ use super::sink::PySink;
 use crate::broadcaster::FullChannel;
 use crate::correlator::DEFAULT_QPS;
 use crate::event::EventSource;
-use crate::pipeline::{log_line, EventBroadcaster, EventType, Occurrence, Options, Reporter, Watcher};
+use crate::pipeline::{log_line, structured_line, EventBroadcaster, EventType, Occurrence, Options, Reporter, Watcher};
 use crate::sink::RetryPolicy;
 
 /// Logs to the `kubevents` logger.
@@ -189,31 +189,14 @@ impl PyBroadcaster {
     /// `kubevents` logger), or by calling `logger(line)` when it is a plain callable.
     #[pyo3(signature = (logger=None))]
     fn start_logging(&self, py: Python<'_>, logger: Option<&Bound<'_, PyAny>>) -> PyResult<PyWatcher> {
-        let target = match logger.filter(|l| !l.is_none()) {
-            None => kubevents_logger(py)?.getattr("info")?,
-            Some(l) => match l.getattr_opt("info")? {
-                Some(info) if info.is_callable() && !l.is_callable() || l.hasattr("isEnabledFor")? => info,
-                _ if l.is_callable() => l.clone(),
-                _ => {
-                    return Err(PyTypeError::new_err(format!(
-                        "logger: expected a logging.Logger or a callable taking the line, got {}",
-                        l.get_type().name()?
-                    )))
-                }
-            },
-        }
-        .unbind();
-        let shared = self.shared.clone();
-        self.start(py, "logging", move |events| {
-            let lines: Vec<String> = events.iter().map(|e| log_line(e)).collect();
-            Python::attach(|py| {
-                for line in lines {
-                    if let Err(e) = target.bind(py).call1((line,)) {
-                        shared.handler_failed(py, "logger", e);
-                    }
-                }
-            })
-        })
+        self.start_lines(py, "logging", logger, log_line)
+    }
+
+    /// Logs every later event as client-go's `StartStructuredLogging` does (`Event occurred object="ns/name"
+    /// fieldPath=... kind=... apiVersion=... type=... reason=... message=...`), like `start_logging`.
+    #[pyo3(signature = (logger=None))]
+    fn start_structured_logging(&self, py: Python<'_>, logger: Option<&Bound<'_, PyAny>>) -> PyResult<PyWatcher> {
+        self.start_lines(py, "structured-logging", logger, structured_line)
     }
 
     /// Calls `callback(event)` (a dict) for every later event, in order, on a thread of the broadcaster.
@@ -325,6 +308,39 @@ impl PyBroadcaster {
 }
 
 impl PyBroadcaster {
+    fn start_lines(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        logger: Option<&Bound<'_, PyAny>>,
+        format: fn(&crate::event::Event) -> String,
+    ) -> PyResult<PyWatcher> {
+        let target = match logger.filter(|l| !l.is_none()) {
+            None => kubevents_logger(py)?.getattr("info")?,
+            // A logging.Logger (or adapter) logs at INFO; any other callable gets the line.
+            Some(l) if l.hasattr("isEnabledFor")? => l.getattr("info")?,
+            Some(l) if l.is_callable() => l.clone(),
+            Some(l) => {
+                return Err(PyTypeError::new_err(format!(
+                    "logger: expected a logging.Logger or a callable taking the line, got {}",
+                    l.get_type().name()?
+                )))
+            }
+        }
+        .unbind();
+        let shared = self.shared.clone();
+        self.start(py, kind, move |events| {
+            let lines: Vec<String> = events.iter().map(|e| format(e)).collect();
+            Python::attach(|py| {
+                for line in lines {
+                    if let Err(e) = target.bind(py).call1((line,)) {
+                        shared.handler_failed(py, "logger", e);
+                    }
+                }
+            })
+        })
+    }
+
     fn start(
         &self,
         py: Python<'_>,
