@@ -169,8 +169,8 @@ impl EventBroadcaster {
         if options.retry.sleep_nanos < 0 {
             return Err(Error::Option("sleep_duration must be >= 0".into()));
         }
-        let mut uuids = UuidSource::Random;
         let mux = Broadcaster::new(options.queue_length, options.full_channel, move |o: Occurrence| {
+            let mut uuids = UuidSource::Random;
             let mut event = Event::default();
             let input = EventInput {
                 reference: &o.reference,
