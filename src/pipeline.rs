@@ -20,7 +20,7 @@ use crate::clock::Clock;
 use crate::correlator::{CorrelatorOptions, EventCorrelator, KeyFuncs};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventSource, ObjectReference};
-use crate::recorder::{make_event_into, EventInput, UuidSource};
+use crate::recorder::{make_event_around, UuidSource};
 use crate::sink::{record_event, Abandoned, ClockSleeper, EventSink, Next, RetryPolicy, StopSignal, Written};
 use crate::time::Time;
 
@@ -170,17 +170,14 @@ impl EventBroadcaster {
             return Err(Error::Option("sleep_duration must be >= 0".into()));
         }
         let mux = Broadcaster::new(options.queue_length, options.full_channel, move |o: Occurrence| {
-            let mut uuids = UuidSource::Random;
-            let mut event = Event::default();
-            let input = EventInput {
-                reference: &o.reference,
-                annotations: o.annotations.as_ref(),
-                type_: o.type_.as_str(),
-                reason: &o.reason,
-                message: &o.message,
-                source: &o.source,
-            };
-            make_event_into(&mut event, &input, o.time, &mut uuids);
+            // The reference, reason and message move into the event rather than being copied
+            // (`make_event_around` expects the reference there already; reason and message follow it).
+            let mut event =
+                Event { involved_object: o.reference, source: EventSource::clone(&o.source), ..Default::default() };
+            let annotations = o.annotations.as_ref();
+            make_event_around(&mut event, annotations, o.type_.as_str(), "", "", o.time, &mut UuidSource::Random);
+            event.reason = o.reason;
+            event.message = o.message;
             Arc::new(event)
         });
         Ok(EventBroadcaster {

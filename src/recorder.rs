@@ -84,6 +84,8 @@ pub fn make_event_around(
     let name = &mut event.metadata.name;
     if event_name_is_subdomain(&r.name, now.unix_nanos()) {
         name.clear();
+        // The name, a dot and up to 16 hex digits, in one allocation.
+        name.reserve(r.name.len() + 17);
         name.push_str(&r.name);
         name.push('.');
         push_go_hex(name, now.unix_nanos());
