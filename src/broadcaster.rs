@@ -366,6 +366,17 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
         lock(&self.shared.incoming).stopped
     }
 
+    /// `shutdown` without waiting: refuses new items; the distribution thread distributes what is queued,
+    /// closes the watcher lanes and ends on its own.
+    pub fn close(&self) {
+        let mut inc = lock(&self.shared.incoming);
+        if !inc.stopped {
+            inc.stopped = true;
+            inc.queue.push_back(Message::Shutdown);
+            self.shared.ready.notify_one();
+        }
+    }
+
     /// Items offered to `action_or_drop` before shutdown, including the dropped ones.
     pub fn received(&self) -> u64 {
         self.shared.received.load(Ordering::Relaxed)

@@ -398,8 +398,10 @@ impl EventBroadcaster {
 
 impl Drop for EventBroadcaster {
     fn drop(&mut self) {
-        // Without a shutdown the threads would wait for events forever.
+        // Without a shutdown the watcher threads (which share the queues, not this handle) would wait for
+        // events forever: close the queues; the threads deliver what is queued, one try each, and end.
         self.shared.stop.stop();
+        self.shared.mux.close();
     }
 }
 

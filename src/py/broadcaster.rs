@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyTimeoutError, PyTypeError, PyValueError};
@@ -207,13 +207,13 @@ impl PyBroadcaster {
         if !callback.bind(py).is_callable() {
             return Err(PyTypeError::new_err("callback must be callable"));
         }
-        let shared = self.shared.clone();
+        let (shared, turns) = (Arc::downgrade(&self.shared), self.shared.turns.clone());
         self.start(py, "watcher", move |events| {
-            shared.turns.attach(|py| {
+            turns.attach(|py| {
                 for e in events {
                     let r = event_to_py(py, e).and_then(|d| callback.bind(py).call1((d,)));
                     if let Err(e) = r {
-                        shared.handler_failed(py, "event watcher callback", e);
+                        handler_failed(&shared, py, "event watcher callback", e);
                     }
                 }
             })
@@ -331,13 +331,14 @@ impl PyBroadcaster {
             }
         }
         .unbind();
-        let shared = self.shared.clone();
+        // A watcher thread must not keep the broadcaster alive: dropping it is what ends the thread.
+        let (shared, turns) = (Arc::downgrade(&self.shared), self.shared.turns.clone());
         self.start(py, kind, move |events| {
             let lines: Vec<String> = events.iter().map(|e| format(e)).collect();
-            shared.turns.attach(|py| {
+            turns.attach(|py| {
                 for line in lines {
                     if let Err(e) = target.bind(py).call1((line,)) {
-                        shared.handler_failed(py, "logger", e);
+                        handler_failed(&shared, py, "logger", e);
                     }
                 }
             })
@@ -357,11 +358,15 @@ impl PyBroadcaster {
     }
 }
 
-impl Shared {
-    fn handler_failed(&self, py: Python<'_>, what: &str, e: PyErr) {
-        self.core.count_handler_error();
-        let msg = format!("{what} raised {}", e.value(py).repr().map(|r| r.to_string()).unwrap_or_default());
-        self.reporter.error(&msg);
+/// Counts and logs an exception raised by a callback or logger; the watcher goes on.
+fn handler_failed(shared: &Weak<Shared>, py: Python<'_>, what: &str, e: PyErr) {
+    let msg = format!("{what} raised {}", e.value(py).repr().map(|r| r.to_string()).unwrap_or_default());
+    match shared.upgrade() {
+        Some(s) => {
+            s.core.count_handler_error();
+            s.reporter.error(&msg);
+        }
+        None => e.print(py),
     }
 }
 

@@ -1,0 +1,33 @@
+"""A broadcaster that is dropped without a shutdown still ends its threads."""
+
+import gc
+import os
+import time
+
+import kubevents
+from kubevents.sinks import MemorySink
+
+
+def os_threads():
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_dropping_a_broadcaster_ends_its_threads():
+    before = os_threads()
+    sink, lines = MemorySink(), []
+    b = kubevents.Broadcaster()
+    b.start_recording_to_sink(sink)
+    b.start_logging(lines.append)
+    b.start_event_watcher(lambda e: None)
+    r = b.new_recorder("ctl")
+    r.event({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p"}}, "Normal", "R", "m")
+    assert os_threads() > before
+    del b, r
+    gc.collect()
+    # Waiting for a condition, bounded: the threads deliver what was queued and exit.
+    for _ in range(1000):
+        if os_threads() == before:
+            break
+        time.sleep(0.01)
+    assert os_threads() == before
+    assert len(sink) == 1 and len(lines) == 1
