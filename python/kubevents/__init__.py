@@ -53,3 +53,24 @@ __all__ = [
     "make_event",
     "simulate",
 ]
+
+# events.k8s.io/v1 recording (kubevents.events_v1)
+from kubevents.events_v1 import (  # noqa: E402
+    AsyncEventsV1Sink,
+    EventsBroadcaster,
+    EventsRecorder,
+    EventsV1MemorySink,
+    EventsV1Sink,
+    SinkStatusError,
+    object_reference,
+)
+
+__all__ += [
+    "AsyncEventsV1Sink",
+    "EventsBroadcaster",
+    "EventsRecorder",
+    "EventsV1MemorySink",
+    "EventsV1Sink",
+    "SinkStatusError",
+    "object_reference",
+]

@@ -5,6 +5,8 @@ mod convert;
 mod correlator;
 mod errors;
 mod sim;
+// events.k8s.io/v1 recording
+mod series;
 
 use pyo3::prelude::*;
 
@@ -20,5 +22,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(correlator::make_event, m)?)?;
     m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
     m.add("DEFAULT_QPS", f64::from(crate::correlator::DEFAULT_QPS))?;
+    // events.k8s.io/v1 recording
+    m.add_class::<series::PyEventsV1Engine>()?;
+    m.add_function(wrap_pyfunction!(series::truncate_note, m)?)?;
+    m.add_function(wrap_pyfunction!(series::series_patch, m)?)?;
+    m.add("DEFAULT_EVENTS_V1_CACHE_SIZE", crate::series::DEFAULT_CACHE_SIZE)?;
     Ok(())
 }

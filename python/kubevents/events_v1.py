@@ -1,0 +1,451 @@
+"""events.k8s.io/v1 recording: client-go's ``tools/events`` broadcaster, recorder and series.
+
+Events of one kind about one object (same type, action, reason, reporting controller and instance,
+``regarding`` including its resourceVersion, and ``related``; not the note) form a series: the first
+occurrence is created, the second patches the first event with ``series {count: 2, lastObservedTime}``,
+later ones only count in a cache. Every 30 minutes each live series is written; every 6 minutes series
+quiet for 6 minutes are written a last time and forgotten, as are single events older than 6 minutes.
+
+Example::
+
+    >>> import kubevents
+    >>> clock = kubevents.FakeClock(1_700_000_000)
+    >>> sink = kubevents.EventsV1MemorySink()
+    >>> b = kubevents.EventsBroadcaster(sink, clock=clock)
+    >>> b.start_recording_to_sink()
+    >>> rec = b.new_recorder("my-controller", "my-controller-1")
+    >>> pod = {"kind": "Pod", "namespace": "web", "name": "api-0", "uid": "u1", "apiVersion": "v1"}
+    >>> for _ in range(3):
+    ...     rec.eventf(pod, None, "Warning", "BackOff", "Restarting", "Back-off restarting %s", "api")
+    >>> b.wait_idle()
+    True
+    >>> [(verb, body) for verb, _, body in sink.calls][1:]
+    [('patch', b'{"series":{"count":2,"lastObservedTime":"2023-11-14T22:13:20.000000Z"}}')]
+    >>> b.shutdown()  # writes the final count, 3
+    True
+    >>> sink.calls[-1][2]
+    b'{"series":{"count":3,"lastObservedTime":"2023-11-14T22:13:20.000000Z"}}'
+
+Where kubevents deliberately differs from client-go (released 1.36-level ``tools/events``):
+
+* The series cache is an LRU of ``cache_size`` entries (client-go: an unbounded map). A live series pushed
+  out is written first if its count has changed since its last write.
+* ``shutdown`` writes the final count of every live series whose count the server has not seen, after one
+  last attempt for each event waiting for a retry (client-go writes nothing on shutdown).
+* Timers, retry sleeps, ``eventTime`` and ``lastObservedTime`` all read the broadcaster's clock (client-go
+  reads the wall clock for several of them); retries wait on that clock without holding up other events.
+* A note longer than the API's 1024-byte limit is cut at a UTF-8 boundary with a ``" ..."`` suffix and
+  counted in ``stats()["truncated_notes"]`` (client-go sends it and the server rejects the event).
+* One engine thread records all events (client-go: a goroutine per event); a caller never blocks, and
+  events beyond 1000 waiting for that thread are dropped and counted.
+* An invalid event type or an object that has no reference raises ``ValueError``/``TypeError`` (client-go
+  logs and drops the event); ``note`` is %-formatted only when arguments are given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import queue
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubevents._native import DEFAULT_EVENTS_V1_CACHE_SIZE, EventsV1Engine
+
+__all__ = [
+    "AsyncEventsV1Sink",
+    "EventsBroadcaster",
+    "EventsRecorder",
+    "EventsV1MemorySink",
+    "EventsV1Sink",
+    "SinkStatusError",
+    "object_reference",
+]
+
+_logger = logging.getLogger("kubevents")
+
+EventV1 = dict[str, Any]
+"""An events.k8s.io/v1 Event in the Kubernetes JSON shape (camelCase keys, RFC 3339 timestamps)."""
+
+_VALID_TYPES = ("Normal", "Warning")
+_WATCHER_QUEUE = 1000
+_REFERENCE_KEYS = ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+
+
+def _field(obj: Any, *names: str) -> Any:
+    """A field of a dict or of a client model object, by its JSON or Python name."""
+    for name in names:
+        value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def object_reference(obj: Any, what: str = "object") -> dict[str, str]:
+    """The ObjectReference dict of ``obj``, as client-go's ``reference.GetReference``.
+
+    ``obj`` is an ObjectReference dict (it has no ``metadata``), a Kubernetes object as a dict (``apiVersion``,
+    ``kind``, ``metadata``), or an object of the official clients (``api_version``, ``kind``, ``metadata``).
+    An object without a kind raises ``TypeError`` (client-go would ask its scheme).
+    """
+    if obj is None:
+        raise TypeError(f"{what}: expected a Kubernetes object or an ObjectReference, got None")
+    metadata = _field(obj, "metadata")
+    if metadata is None:
+        if not isinstance(obj, Mapping):
+            raise TypeError(f"{what}: expected a Kubernetes object or an ObjectReference, got {type(obj).__name__}")
+        ref = {k: obj[k] for k in _REFERENCE_KEYS if obj.get(k)}
+        for k, v in ref.items():
+            if not isinstance(v, str):
+                raise TypeError(f"{what}.{k}: expected str, got {type(v).__name__}")
+        return ref
+    kind = _field(obj, "kind")
+    if not kind:
+        raise TypeError(f"{what}: the object has no kind, so no reference can be made for it")
+    ref = {
+        "kind": kind,
+        "apiVersion": _field(obj, "apiVersion", "api_version"),
+        "name": _field(metadata, "name"),
+        "namespace": _field(metadata, "namespace"),
+        "uid": _field(metadata, "uid"),
+        "resourceVersion": _field(metadata, "resourceVersion", "resource_version"),
+    }
+    out = {}
+    for k, v in ref.items():
+        if v:
+            if not isinstance(v, str):
+                raise TypeError(f"{what}.{k}: expected str, got {type(v).__name__}")
+            out[k] = v
+    return out
+
+
+def _format(note: str, args: tuple[Any, ...]) -> str:
+    if not isinstance(note, str):
+        raise TypeError(f"note: expected str, got {type(note).__name__}")
+    return note % args if args else note
+
+
+class EventsRecorder:
+    """Records events.k8s.io/v1 events for one reporting controller and instance.
+
+    Made by ``EventsBroadcaster.new_recorder``; ``eventf`` never blocks.
+    """
+
+    def __init__(self, broadcaster: EventsBroadcaster, reporting_controller: str, reporting_instance: str) -> None:
+        self._broadcaster = broadcaster
+        self.reporting_controller = reporting_controller
+        self.reporting_instance = reporting_instance
+
+    def eventf(self, regarding: Any, related: Any, type: str, reason: str, action: str, note: str, *args: Any) -> None:
+        """Records an event about ``regarding`` (and optionally ``related``): ``note % args`` when args are given."""
+        self.annotated_eventf(regarding, related, None, type, reason, action, note, *args)
+
+    def annotated_eventf(
+        self,
+        regarding: Any,
+        related: Any,
+        annotations: Mapping[str, str] | None,
+        type: str,
+        reason: str,
+        action: str,
+        note: str,
+        *args: Any,
+    ) -> None:
+        """``eventf`` with annotations on the event's metadata."""
+        if type not in _VALID_TYPES:
+            raise ValueError(f"type: must be 'Normal' or 'Warning', got {type!r}")
+        ref = object_reference(regarding, "regarding")
+        rel = None if related is None else object_reference(related, "related")
+        self._broadcaster._record(
+            ref, rel, None if annotations is None else dict(annotations), type, reason, action,
+            _format(note, args), self.reporting_controller, self.reporting_instance,
+        )
+
+
+class _Watcher:
+    """A callback fed from its own queue on its own thread (a watch.Broadcaster watcher, drop if full)."""
+
+    def __init__(self, callback: Callable[[EventV1], object], name: str) -> None:
+        self._callback = callback
+        self._queue: queue.Queue[EventV1 | None] = queue.Queue(_WATCHER_QUEUE)
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def offer(self, event: EventV1) -> None:
+        try:
+            self._queue.put_nowait(event)
+        except queue.Full:
+            self.dropped += 1
+
+    def _run(self) -> None:
+        while (event := self._queue.get()) is not None:
+            try:
+                self._callback(event)
+            except Exception:
+                _logger.exception("event watcher callback failed")
+
+    def stop(self, timeout: float | None = None) -> None:
+        # The sentinel goes after what is queued, so queued events are still delivered.
+        self._queue.put(None)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+
+class _SinkCaller:
+    """Calls a sink from the engine thread; awaitables are run on the sink's ``loop`` if it has one, else on
+    a loop of the engine thread."""
+
+    def __init__(self, sink: Any) -> None:
+        for method in ("create", "patch"):
+            if not callable(getattr(sink, method, None)):
+                raise TypeError(f"sink: {type(sink).__name__} has no {method}() method")
+        self._sink = sink
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _resolve(self, result: Any) -> Any:
+        if not inspect.isawaitable(result):
+            return result
+        loop = getattr(self._sink, "loop", None)
+        if isinstance(loop, asyncio.AbstractEventLoop):
+            return asyncio.run_coroutine_threadsafe(_awaited(result), loop).result()
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(result)
+
+    def create(self, event: EventV1) -> Any:
+        return self._resolve(self._sink.create(event))
+
+    def patch(self, event: EventV1, patch: bytes) -> Any:
+        return self._resolve(self._sink.patch(event, patch))
+
+
+async def _awaited(aw: Any) -> Any:
+    return await aw
+
+
+class EventsBroadcaster:
+    """client-go's ``tools/events`` ``EventBroadcaster`` writing to ``sink``.
+
+    ``sink`` has ``create(event)`` and ``patch(event, patch_bytes)`` (plain or ``async``), each returning
+    the stored event as a dict (or None) or raising; an exception with an HTTP ``status`` 404 or 409 means
+    NotFound or AlreadyExists, any other status is not retried, ``TypeError``/``ValueError`` are not
+    retried, everything else is retried up to ``max_tries`` attempts in all, ``sleep_duration`` seconds
+    (jittered up to +25 %) apart on ``clock``. ``cache_size`` bounds the series cache.
+    """
+
+    def __init__(
+        self,
+        sink: Any,
+        *,
+        clock: Any = None,
+        sleep_duration: float = 10.0,
+        max_tries: int = 12,
+        cache_size: int = DEFAULT_EVENTS_V1_CACHE_SIZE,
+    ) -> None:
+        self._engine = EventsV1Engine(
+            _SinkCaller(sink), clock=clock, sleep_duration=sleep_duration, max_tries=max_tries, cache_size=cache_size
+        )
+        self._lock = threading.Lock()
+        self._watchers: list[_Watcher] = []
+        self._stopped = False
+
+    def new_recorder(self, reporting_controller: str, reporting_instance: str | None = None) -> EventsRecorder:
+        """A recorder for ``reporting_controller``; the instance defaults to ``<controller>-<hostname>``."""
+        if not isinstance(reporting_controller, str):
+            raise TypeError(f"reporting_controller: expected str, got {type(reporting_controller).__name__}")
+        if reporting_instance is None:
+            reporting_instance = f"{reporting_controller}-{socket.gethostname()}"
+        return EventsRecorder(self, reporting_controller, reporting_instance)
+
+    def _record(self, *args: Any) -> None:
+        watchers = self._watchers
+        event = self._engine.record(*args, want_event=bool(watchers))
+        if event is not None:
+            for w in watchers:
+                w.offer(event)
+
+    def start_recording_to_sink(self) -> None:
+        """Starts writing events to the sink, and the 6- and 30-minute rounds on the clock."""
+        self._engine.start()
+
+    def start_event_watcher(self, callback: Callable[[EventV1], object]) -> Callable[[], None]:
+        """Calls ``callback`` with every event recorded from now on, on a thread of its own (at most 1000
+        waiting; more are dropped). Returns a function that stops the watcher."""
+        if not callable(callback):
+            raise TypeError("callback must be callable")
+        with self._lock:
+            if self._stopped:
+                raise RuntimeError("the broadcaster is shut down")
+            w = _Watcher(callback, "kubevents-events-v1-watcher")
+            self._watchers = [*self._watchers, w]
+
+        def stop() -> None:
+            with self._lock:
+                if w not in self._watchers:
+                    return
+                self._watchers = [x for x in self._watchers if x is not w]
+            w.stop()
+
+        return stop
+
+    def start_logging(self, logger: logging.Logger | None = None) -> Callable[[], None]:
+        """Logs every event at INFO ("Event occurred") to ``logger`` (default: the ``kubevents`` logger)."""
+        log = logger or _logger
+
+        def emit(e: EventV1) -> None:
+            r = e.get("regarding", {})
+            log.info(
+                "Event occurred: object=%s/%s kind=%s apiVersion=%s type=%s reason=%s action=%s note=%s",
+                r.get("namespace", ""), r.get("name", ""), r.get("kind", ""), r.get("apiVersion", ""),
+                e.get("type", ""), e.get("reason", ""), e.get("action", ""), e.get("note", ""),
+            )
+
+        return self.start_event_watcher(emit)
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Waits until every event recorded so far and everything due at the clock's present time (retries,
+        rounds) has been handled. With a FakeClock: step the clock, then ``wait_idle()``. False on timeout."""
+        return self._engine.wait_idle(timeout)
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Stops recording: queued events are written, every pending retry gets one last attempt, every live
+        series its final count; watchers get their queued events. False if ``timeout`` seconds ran out
+        first (the rest then finishes in the background)."""
+        with self._lock:
+            self._stopped = True
+            watchers, self._watchers = self._watchers, []
+        done = self._engine.shutdown(timeout)
+        for w in watchers:
+            w.stop(timeout)
+        return done
+
+    def stats(self) -> dict[str, Any]:
+        """Counters: series decisions, sink writes and errors, retries, drops, truncated notes, cache size."""
+        return self._engine.stats()
+
+
+class EventsV1MemorySink:
+    """A sink that keeps events.k8s.io/v1 events in memory, as the API server would: ``create`` of a taken
+    name raises AlreadyExists (409), ``patch`` of a missing one NotFound (404); a patch applies its series.
+
+    ``calls`` lists ``(verb, name, body)`` with the JSON body as bytes (the event for a create, the patch
+    for a patch). ``fail`` is a list of exceptions the next calls raise, in order.
+    """
+
+    def __init__(self) -> None:
+        self.events: dict[tuple[str, str], EventV1] = {}
+        self.calls: list[tuple[str, str, bytes]] = []
+        self.fail: list[BaseException] = []
+        self._lock = threading.Lock()
+
+    def _injected(self) -> None:
+        if self.fail:
+            raise self.fail.pop(0)
+
+    def create(self, event: EventV1) -> EventV1:
+        meta = event.get("metadata", {})
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        with self._lock:
+            self.calls.append(("create", key[1], json.dumps(event, separators=(",", ":")).encode()))
+            self._injected()
+            if key in self.events:
+                raise SinkStatusError(409, f"events.events.k8s.io {key[1]!r} already exists")
+            self.events[key] = json.loads(json.dumps(event))
+            return self.events[key]
+
+    def patch(self, event: EventV1, patch: bytes) -> EventV1:
+        meta = event.get("metadata", {})
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        with self._lock:
+            self.calls.append(("patch", key[1], bytes(patch)))
+            self._injected()
+            if key not in self.events:
+                raise SinkStatusError(404, f"events.events.k8s.io {key[1]!r} not found")
+            stored = self.events[key]
+            stored.update(json.loads(patch))
+            return json.loads(json.dumps(stored))
+
+
+class SinkStatusError(Exception):
+    """An API error with an HTTP ``status``, as a sink raises it."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"({status}) {message}")
+        self.status = status
+
+
+_STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+
+
+def _plain(api: Any, obj: Any) -> Any:
+    """An answer of the official clients as a JSON-shaped dict."""
+    if obj is None or isinstance(obj, dict):
+        return obj
+    return api.api_client.sanitize_for_serialization(obj)
+
+
+class EventsV1Sink:
+    """Writes to the API server through the official client: ``EventsV1Sink(kubernetes.client.EventsV1Api())``.
+
+    Creates with ``create_namespaced_event`` and patches with ``patch_namespaced_event`` as a strategic
+    merge patch; an event without a namespace raises ``ValueError`` (client-go: a plain error, retried).
+    """
+
+    def __init__(self, events_v1_api: Any) -> None:
+        self.api = events_v1_api
+
+    @staticmethod
+    def _namespace(event: EventV1, verb: str) -> str:
+        ns = event.get("metadata", {}).get("namespace")
+        if not ns:
+            raise ValueError(f"can't {verb} an event with empty namespace")
+        return str(ns)
+
+    def create(self, event: EventV1) -> Any:
+        """POSTs the event to its namespace; returns the stored event."""
+        return _plain(self.api, self.api.create_namespaced_event(self._namespace(event, "create"), event))
+
+    def patch(self, event: EventV1, patch: bytes) -> Any:
+        """PATCHes the named event with a strategic merge patch; returns the stored event."""
+        ns = self._namespace(event, "patch")
+        name = event["metadata"]["name"]
+        return _plain(
+            self.api, self.api.patch_namespaced_event(name, ns, json.loads(patch), _content_type=_STRATEGIC_MERGE)
+        )
+
+
+class AsyncEventsV1Sink:
+    """``EventsV1Sink`` for the asyncio client (``kubernetes_asyncio.client.EventsV1Api``).
+
+    Its calls run on ``loop`` (default: the loop running where the sink is made), which must keep running
+    while the broadcaster records; from async code, shut the broadcaster down with
+    ``await asyncio.to_thread(broadcaster.shutdown)``.
+    """
+
+    def __init__(self, events_v1_api: Any, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.api = events_v1_api
+        if loop is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                raise RuntimeError("AsyncEventsV1Sink needs a loop: make it inside async code or pass loop=") from None
+        self.loop = loop
+
+    async def create(self, event: EventV1) -> Any:
+        """POSTs the event to its namespace; returns the stored event."""
+        ns = EventsV1Sink._namespace(event, "create")
+        return _plain(self.api, await self.api.create_namespaced_event(ns, event))
+
+    async def patch(self, event: EventV1, patch: bytes) -> Any:
+        """PATCHes the named event with a strategic merge patch; returns the stored event."""
+        ns = EventsV1Sink._namespace(event, "patch")
+        name = event["metadata"]["name"]
+        return _plain(
+            self.api,
+            await self.api.patch_namespaced_event(name, ns, json.loads(patch), _content_type=_STRATEGIC_MERGE),
+        )

@@ -1,0 +1,506 @@
+//! `kubevents._native.EventsV1Engine`: the events.k8s.io/v1 recording engine on a thread of its own.
+//!
+//! Callers make events on their own thread and hand them over through a bounded queue (full: dropped,
+//! never blocking). The engine thread owns the series engine and the Python sink; it takes the GIL only to
+//! call the sink and to read a Python clock, and waits without it.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{JoinHandle, ThreadId};
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyInt};
+
+use super::clock::{clock_arg, to_duration, PyRealClock};
+use super::convert::reference_from_py;
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::event::ObjectReference;
+use crate::recorder::UuidSource;
+use crate::series::{
+    make_event_v1, EngineOptions, EventV1, EventV1Input, SeriesEngine, SinkError, SinkV1, DEFAULT_CACHE_SIZE,
+    MAX_TRIES_PER_EVENT,
+};
+use crate::time::Time;
+
+/// client-go's `maxQueuedEvents`: events waiting for the engine thread beyond this are dropped.
+const MAX_QUEUED_EVENTS: usize = 1000;
+/// How often the engine thread looks at a clock it cannot wait on (a fake or user clock).
+const POLL: Duration = Duration::from_millis(20);
+
+fn type_name(v: &Bound<'_, PyAny>) -> String {
+    v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+}
+
+/// An events.k8s.io/v1 Event as a dict of its JSON shape.
+pub fn event_v1_to_py<'py>(py: Python<'py>, e: &EventV1) -> PyResult<Bound<'py, PyAny>> {
+    py.import("json")?.call_method1("loads", (e.to_json(),))
+}
+
+/// A dict of the events.k8s.io/v1 Event JSON shape.
+pub fn event_v1_from_py(v: &Bound<'_, PyAny>, what: &str) -> PyResult<EventV1> {
+    if !v.is_instance_of::<PyDict>() {
+        return Err(PyTypeError::new_err(format!("{what}: expected a dict, got {}", type_name(v))));
+    }
+    let text: String = v.py().import("json")?.call_method1("dumps", (v,))?.extract()?;
+    serde_json::from_str(&text).map_err(|e| PyValueError::new_err(format!("{what}: not an events.k8s.io/v1 Event: {e}")))
+}
+
+/// A Python sink: `create(event)` and `patch(event, patch_bytes)`, each returning the stored event (a dict)
+/// or None, or raising. Exceptions are classified by their HTTP status (`status`, `code` or `status_code`).
+struct PySink {
+    obj: Py<PyAny>,
+}
+
+impl PySink {
+    fn call(&self, method: &str, event: &EventV1, patch: Option<&[u8]>) -> Result<Option<EventV1>, SinkError> {
+        Python::attach(|py| {
+            let arg = event_v1_to_py(py, event).map_err(|e| SinkError::RequestConstruction(e.to_string()))?;
+            let sink = self.obj.bind(py);
+            let result = match patch {
+                None => sink.call_method1(method, (arg,)),
+                Some(p) => sink.call_method1(method, (arg, PyBytes::new(py, p))),
+            };
+            match result {
+                Ok(answer) if answer.is_instance_of::<PyDict>() => {
+                    // An answer that is not an event is ignored, as a sink that returns nothing.
+                    Ok(event_v1_from_py(&answer, "sink answer").ok())
+                }
+                Ok(_) => Ok(None),
+                Err(err) => {
+                    let classified = classify(py, &err);
+                    log_failure(py, method, &classified, &err);
+                    Err(classified)
+                }
+            }
+        })
+    }
+}
+
+fn status_of(py: Python<'_>, err: &PyErr) -> Option<i64> {
+    let value = err.value(py);
+    ["status", "code", "status_code"].iter().find_map(|name| {
+        let v = value.getattr(*name).ok()?;
+        if v.is_instance_of::<PyInt>() {
+            v.extract::<i64>().ok().filter(|s| (100..600).contains(s))
+        } else {
+            None
+        }
+    })
+}
+
+fn classify(py: Python<'_>, err: &PyErr) -> SinkError {
+    let message = err.to_string();
+    match status_of(py, err) {
+        Some(404) => SinkError::NotFound,
+        Some(409) => SinkError::AlreadyExists,
+        Some(_) => SinkError::Rejected(message),
+        None if err.is_instance_of::<PyTypeError>(py) || err.is_instance_of::<PyValueError>(py) => {
+            SinkError::RequestConstruction(message)
+        }
+        None => SinkError::Transient(message),
+    }
+}
+
+fn log_failure(py: Python<'_>, method: &str, e: &SinkError, err: &PyErr) {
+    let what = match e {
+        SinkError::NotFound | SinkError::AlreadyExists => return,
+        SinkError::Transient(_) => "Unable to write event (may retry after sleeping)",
+        SinkError::Rejected(_) | SinkError::RequestConstruction(_) => "Server rejected event (will not retry!)",
+    };
+    let logged = py
+        .import("logging")
+        .and_then(|l| l.call_method1("getLogger", ("kubevents",)))
+        .and_then(|l| l.call_method1("warning", ("%s: %s: %s", what, method, err.value(py))));
+    if let Err(e) = logged {
+        e.write_unraisable(py, None);
+    }
+}
+
+impl SinkV1 for PySink {
+    fn create(&mut self, event: &EventV1) -> Result<Option<EventV1>, SinkError> {
+        self.call("create", event, None)
+    }
+
+    fn patch(&mut self, event: &EventV1, patch: &[u8]) -> Result<Option<EventV1>, SinkError> {
+        self.call("patch", event, Some(patch))
+    }
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<EventV1>,
+    started: bool,
+    stopping: bool,
+    finished: bool,
+    /// `wait_idle` calls so far, and the last one the engine thread answered with an idle pass.
+    kicks: u64,
+    idle_for: u64,
+    dropped: u64,
+    truncated: u64,
+    /// A clock that failed on the engine thread, as text.
+    last_error: Option<String>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+    idle: Condvar,
+    engine: Mutex<SeriesEngine>,
+    /// The clock can be waited on with real timeouts.
+    real_clock: bool,
+    worker: Mutex<Option<ThreadId>>,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn engine(&self) -> MutexGuard<'_, SeriesEngine> {
+        self.engine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn on_worker(&self) -> bool {
+        *self.worker.lock().unwrap_or_else(|p| p.into_inner()) == Some(std::thread::current().id())
+    }
+
+    fn run(&self, mut sink: PySink) {
+        loop {
+            let (batch, kick, stopping) = {
+                let mut st = self.state();
+                loop {
+                    if !st.queue.is_empty() || st.stopping || st.kicks > st.idle_for {
+                        break;
+                    }
+                    let wait = match self.until_due() {
+                        Ok(None) => break,
+                        Ok(Some(d)) => d,
+                        Err(e) => {
+                            st.last_error = Some(e.to_string());
+                            POLL
+                        }
+                    };
+                    st = self.wake.wait_timeout(st, wait).unwrap_or_else(|p| p.into_inner()).0;
+                }
+                (std::mem::take(&mut st.queue), st.kicks, st.stopping)
+            };
+            let mut engine = self.engine();
+            for event in batch {
+                if let Err(e) = engine.observe(event, &mut sink) {
+                    self.state().last_error = Some(e.to_string());
+                }
+            }
+            if let Err(e) = engine.run_due(&mut sink) {
+                self.state().last_error = Some(e.to_string());
+            }
+            if stopping {
+                let rest = std::mem::take(&mut self.state().queue);
+                for event in rest {
+                    let _ = engine.observe(event, &mut sink);
+                }
+                engine.shutdown(&mut sink);
+                drop(engine);
+                let mut st = self.state();
+                st.finished = true;
+                st.idle_for = st.kicks;
+                self.idle.notify_all();
+                break;
+            }
+            drop(engine);
+            let mut st = self.state();
+            if st.queue.is_empty() {
+                st.idle_for = st.idle_for.max(kick);
+                self.idle.notify_all();
+            }
+        }
+        // The sink object is dropped with the GIL held.
+        Python::attach(|_| drop(sink));
+    }
+
+    /// How long until something is due: `None` if it is due now.
+    fn until_due(&self) -> Result<Option<Duration>, Error> {
+        let engine = self.engine();
+        let due = engine.next_due();
+        let now = engine.clock().now()?;
+        if due <= now {
+            return Ok(None);
+        }
+        if self.real_clock {
+            Ok(Some(Duration::from_nanos(due.since(now) as u64).min(Duration::from_secs(1))))
+        } else {
+            Ok(Some(POLL))
+        }
+    }
+}
+
+/// The events.k8s.io/v1 recording engine behind `kubevents.EventsBroadcaster`: a series cache, its
+/// timers and retries, run on a thread of its own against a sink.
+#[pyclass(module = "kubevents._native", name = "EventsV1Engine", frozen)]
+pub struct PyEventsV1Engine {
+    shared: Arc<Shared>,
+    /// The engine's clock, read here too so that making an event never waits for a sink call.
+    clock: Arc<dyn Clock>,
+    sink: Mutex<Option<Py<PyAny>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[pymethods]
+impl PyEventsV1Engine {
+    #[new]
+    #[pyo3(signature = (sink, *, clock=None, sleep_duration=None, max_tries=MAX_TRIES_PER_EVENT as i64,
+                        cache_size=DEFAULT_CACHE_SIZE as i64, seed=None))]
+    fn new(
+        sink: Py<PyAny>,
+        clock: Option<&Bound<'_, PyAny>>,
+        sleep_duration: Option<&Bound<'_, PyAny>>,
+        max_tries: i64,
+        cache_size: i64,
+        seed: Option<u64>,
+    ) -> PyResult<Self> {
+        let real_clock = clock.is_none_or(|c| c.is_none() || c.cast::<PyRealClock>().is_ok());
+        let clock = clock_arg(clock)?;
+        let engine_clock = clock.clone();
+        let mut options = EngineOptions { seed, ..EngineOptions::default() };
+        if let Some(d) = sleep_duration {
+            options.sleep_duration = to_duration(d, "sleep_duration")?;
+        }
+        options.max_tries = u32::try_from(max_tries)
+            .ok()
+            .filter(|&n| n >= 1)
+            .ok_or_else(|| PyValueError::new_err(format!("max_tries must be >= 1, got {max_tries}")))?;
+        options.cache_size = usize::try_from(cache_size)
+            .ok()
+            .and_then(NonZeroUsize::new)
+            .ok_or_else(|| PyValueError::new_err(format!("cache_size must be >= 1, got {cache_size}")))?;
+        let engine = SeriesEngine::new(engine_clock, options)?;
+        Ok(PyEventsV1Engine {
+            clock,
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                wake: Condvar::new(),
+                idle: Condvar::new(),
+                engine: Mutex::new(engine),
+                real_clock,
+                worker: Mutex::new(None),
+            }),
+            sink: Mutex::new(Some(sink)),
+            thread: Mutex::new(None),
+        })
+    }
+
+    /// Makes the event of one occurrence at the clock's present (name, namespace and `eventTime` as
+    /// client-go's `makeEvent`, a note over 1024 bytes cut) and hands it to the engine thread if it is
+    /// recording. Returns the event as a dict when `want_event` is true, else None.
+    #[pyo3(signature = (regarding, related, annotations, r#type, reason, action, note, reporting_controller,
+                        reporting_instance, want_event=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn record<'py>(
+        &self,
+        py: Python<'py>,
+        regarding: &Bound<'py, PyAny>,
+        related: Option<&Bound<'py, PyAny>>,
+        annotations: Option<BTreeMap<String, String>>,
+        r#type: &str,
+        reason: &str,
+        action: &str,
+        note: &str,
+        reporting_controller: &str,
+        reporting_instance: &str,
+        want_event: bool,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let regarding = reference_from_py(regarding, "regarding")?;
+        let related: Option<ObjectReference> =
+            related.filter(|r| !r.is_none()).map(|r| reference_from_py(r, "related")).transpose()?;
+        let now: Time = self.clock.now()?;
+        let input = EventV1Input {
+            regarding: &regarding,
+            related: related.as_ref(),
+            annotations: annotations.as_ref().filter(|a| !a.is_empty()),
+            type_: r#type,
+            reason,
+            action,
+            note,
+            reporting_controller,
+            reporting_instance,
+        };
+        let (event, truncated) = make_event_v1(&input, now, &mut UuidSource::Random);
+        let out = if want_event { Some(event_v1_to_py(py, &event)?) } else { None };
+        let mut st = self.shared.state();
+        st.truncated += u64::from(truncated);
+        if st.started && !st.stopping {
+            if st.queue.len() >= MAX_QUEUED_EVENTS {
+                st.dropped += 1;
+            } else {
+                st.queue.push_back(event);
+                self.shared.wake.notify_one();
+            }
+        } else if st.stopping {
+            st.dropped += 1;
+        }
+        Ok(out)
+    }
+
+    /// Starts the engine thread: events recorded from now on reach the sink.
+    fn start(&self) -> PyResult<()> {
+        let mut st = self.shared.state();
+        if st.started || st.stopping {
+            return Err(PyRuntimeError::new_err(if st.stopping {
+                "the broadcaster is shut down"
+            } else {
+                "the broadcaster is already recording to its sink"
+            }));
+        }
+        let sink = self.sink.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(obj) = sink else { return Err(PyRuntimeError::new_err("the broadcaster is shut down")) };
+        st.started = true;
+        drop(st);
+        let shared = self.shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("kubevents-events-v1".into())
+            .spawn(move || {
+                *shared.worker.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::thread::current().id());
+                shared.run(PySink { obj })
+            })
+            .map_err(|e| PyRuntimeError::new_err(format!("cannot start the engine thread: {e}")))?;
+        *self.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+        Ok(())
+    }
+
+    /// Waits until the engine thread has handled every queued event and everything due at the clock's
+    /// present (retries, rounds). Returns False if `timeout` (seconds) ran out first.
+    #[pyo3(signature = (timeout=None))]
+    fn wait_idle(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        let deadline = deadline_of(timeout)?;
+        if self.shared.on_worker() {
+            return Err(PyRuntimeError::new_err("wait_idle called from the sink, on the engine thread"));
+        }
+        let shared = self.shared.clone();
+        Ok(py.detach(move || {
+            let mut st = shared.state();
+            if !st.started || st.finished {
+                return true;
+            }
+            st.kicks += 1;
+            let kick = st.kicks;
+            shared.wake.notify_all();
+            while st.idle_for < kick && !st.finished {
+                st = match deadline {
+                    None => shared.idle.wait(st).unwrap_or_else(|p| p.into_inner()),
+                    Some(d) => {
+                        let left = d.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            return false;
+                        }
+                        shared.idle.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0
+                    }
+                };
+            }
+            true
+        }))
+    }
+
+    /// Stops taking events, records the queued ones, gives every pending retry one last attempt and writes
+    /// the final count of every live series, then ends the engine thread. Returns False if `timeout`
+    /// (seconds) ran out first; the thread then finishes in the background.
+    #[pyo3(signature = (timeout=None))]
+    fn shutdown(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        let deadline = deadline_of(timeout)?;
+        if self.shared.on_worker() {
+            return Err(PyRuntimeError::new_err("shutdown called from the sink, on the engine thread"));
+        }
+        {
+            let mut st = self.shared.state();
+            st.stopping = true;
+            if !st.started {
+                st.finished = true;
+            }
+            self.shared.wake.notify_all();
+        }
+        // A sink never started is released here.
+        drop(self.sink.lock().unwrap_or_else(|p| p.into_inner()).take());
+        let shared = self.shared.clone();
+        let finished = py.detach(move || {
+            let mut st = shared.state();
+            while !st.finished {
+                st = match deadline {
+                    None => shared.idle.wait(st).unwrap_or_else(|p| p.into_inner()),
+                    Some(d) => {
+                        let left = d.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            return false;
+                        }
+                        shared.idle.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0
+                    }
+                };
+            }
+            true
+        });
+        if finished {
+            if let Some(h) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                py.detach(|| h.join()).map_err(|_| PyRuntimeError::new_err("the engine thread failed"))?;
+            }
+        }
+        Ok(finished)
+    }
+
+    /// Counters: what the series cache decided, what the sink did, what was dropped.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.shared.engine().stats();
+        let st = self.shared.state();
+        let d = PyDict::new(py);
+        let c = s.cache;
+        for (k, v) in [
+            ("observed", c.observed),
+            ("created", c.created),
+            ("series_started", c.series_started),
+            ("counted", c.counted),
+            ("refresh_writes", c.refresh_writes),
+            ("finish_writes", c.finish_writes),
+            ("forgotten", c.forgotten),
+            ("evicted", c.evicted),
+            ("evicted_writes", c.evicted_writes),
+            ("shutdown_writes", c.shutdown_writes),
+            ("writes_ok", s.writes_ok),
+            ("write_errors", s.write_errors),
+            ("retries", s.retries),
+            ("abandoned", s.abandoned),
+            ("finish_rounds", s.finish_rounds),
+            ("refresh_rounds", s.refresh_rounds),
+            ("pending_retries", s.pending_retries),
+            ("cache_len", s.cache_len),
+            ("queued", st.queue.len() as u64),
+            ("dropped", st.dropped),
+            ("truncated_notes", st.truncated),
+        ] {
+            d.set_item(k, v)?;
+        }
+        d.set_item("last_error", st.last_error.clone())?;
+        Ok(d)
+    }
+}
+
+fn deadline_of(timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Instant>> {
+    let Some(t) = timeout.filter(|t| !t.is_none()) else { return Ok(None) };
+    let ns = to_duration(t, "timeout")?;
+    if ns < 0 {
+        return Err(PyValueError::new_err("timeout must be >= 0"));
+    }
+    Ok(Some(Instant::now() + Duration::from_nanos(ns as u64)))
+}
+
+/// `note` cut to the API server's 1024-byte limit at a UTF-8 boundary with a `" ..."` suffix, or unchanged.
+#[pyfunction]
+pub fn truncate_note(note: &str) -> String {
+    crate::series::truncate_note(note).unwrap_or_else(|| note.to_owned())
+}
+
+/// The strategic merge patch kubevents sends for a series: `{"series":{"count":…,"lastObservedTime":…}}`.
+#[pyfunction]
+pub fn series_patch<'py>(py: Python<'py>, event: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    let e = event_v1_from_py(event, "event")?;
+    Ok(PyBytes::new(py, &crate::series::series_patch(&e)))
+}
