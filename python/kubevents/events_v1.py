@@ -32,8 +32,10 @@ Where kubevents deliberately differs from client-go (released 1.36-level ``tools
   out is written first if its count has changed since its last write.
 * ``shutdown`` writes the final count of every live series whose count the server has not seen, after one
   last attempt for each event waiting for a retry (client-go writes nothing on shutdown).
-* Timers, retry sleeps, ``eventTime`` and ``lastObservedTime`` all read the broadcaster's clock (client-go
-  reads the wall clock for several of them); retries wait on that clock without holding up other events.
+* Timers, retry sleeps and ``eventTime`` all read the broadcaster's clock (client-go reads the wall clock
+  for several of them); retries wait on that clock without holding up other events. A series'
+  ``lastObservedTime`` is the ``eventTime`` of its latest occurrence (client-go: the time its goroutine
+  got to it).
 * A note longer than the API's 1024-byte limit is cut at a UTF-8 boundary with a ``" ..."`` suffix and
   counted in ``stats()["truncated_notes"]`` (client-go sends it and the server rejects the event).
 * One engine thread records all events (client-go: a goroutine per event); a caller never blocks, and
@@ -389,11 +391,17 @@ def _plain(api: Any, obj: Any) -> Any:
     return api.api_client.sanitize_for_serialization(obj)
 
 
+_EVENTS_PATH = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+
+
 class EventsV1Sink:
     """Writes to the API server through the official client: ``EventsV1Sink(kubernetes.client.EventsV1Api())``.
 
-    Creates with ``create_namespaced_event`` and patches with ``patch_namespaced_event`` as a strategic
-    merge patch; an event without a namespace raises ``ValueError`` (client-go: a plain error, retried).
+    Creates with a POST of the event and patches with a strategic merge patch; an event without a namespace
+    raises ``ValueError`` (client-go: a plain error, retried). With the pydantic-based clients (kubernetes
+    >= 35) the event is sent as it is, through the client's ``param_serialize``/``call_api``: their
+    ``create_namespaced_event`` re-serializes ``eventTime`` without microseconds when they are zero, which
+    the API server's MicroTime parser rejects.
     """
 
     def __init__(self, events_v1_api: Any) -> None:
@@ -406,17 +414,37 @@ class EventsV1Sink:
             raise ValueError(f"can't {verb} an event with empty namespace")
         return str(ns)
 
+    def _raw(self, method: str, path: str, path_params: dict[str, str], body: Any, content_type: str) -> Any:
+        c = self.api.api_client
+        params = c.param_serialize(
+            method=method,
+            resource_path=path,
+            path_params=path_params,
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = c.call_api(*params)
+        response.read()
+        types = {"200": "object", "201": "object", "202": "object"}
+        return c.response_deserialize(response_data=response, response_types_map=types).data
+
     def create(self, event: EventV1) -> Any:
         """POSTs the event to its namespace; returns the stored event."""
-        return _plain(self.api, self.api.create_namespaced_event(self._namespace(event, "create"), event))
+        ns = self._namespace(event, "create")
+        if hasattr(self.api.api_client, "param_serialize"):
+            return self._raw("POST", _EVENTS_PATH, {"namespace": ns}, event, "application/json")
+        return _plain(self.api, self.api.create_namespaced_event(ns, event))
 
     def patch(self, event: EventV1, patch: bytes) -> Any:
         """PATCHes the named event with a strategic merge patch; returns the stored event."""
         ns = self._namespace(event, "patch")
         name = event["metadata"]["name"]
-        return _plain(
-            self.api, self.api.patch_namespaced_event(name, ns, json.loads(patch), _content_type=_STRATEGIC_MERGE)
-        )
+        body = json.loads(patch)
+        if hasattr(self.api.api_client, "param_serialize"):
+            path = _EVENTS_PATH + "/{name}"
+            return self._raw("PATCH", path, {"namespace": ns, "name": name}, body, _STRATEGIC_MERGE)
+        return _plain(self.api, self.api.patch_namespaced_event(name, ns, body, _content_type=_STRATEGIC_MERGE))
 
 
 class AsyncEventsV1Sink:

@@ -189,13 +189,14 @@ impl Shared {
                 (std::mem::take(&mut st.queue), st.kicks, st.stopping)
             };
             let mut engine = self.engine();
+            // What is due goes first, so that the rounds at start run before any event is cached.
+            if let Err(e) = engine.run_due(&mut sink) {
+                self.state().last_error = Some(e.to_string());
+            }
             for event in batch {
                 if let Err(e) = engine.observe(event, &mut sink) {
                     self.state().last_error = Some(e.to_string());
                 }
-            }
-            if let Err(e) = engine.run_due(&mut sink) {
-                self.state().last_error = Some(e.to_string());
             }
             if stopping {
                 let rest = std::mem::take(&mut self.state().queue);

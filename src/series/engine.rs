@@ -128,9 +128,14 @@ impl SeriesEngine {
         self.retry_at.peek().map_or(rounds, |Reverse((t, _))| rounds.min(*t))
     }
 
-    /// One occurrence, at the clock's present (`recordToSink`): the writes it needs are attempted now.
+    /// One occurrence (`recordToSink`): the writes it needs are attempted now. The occurrence is dated by
+    /// its `eventTime` (client-go reads its clock when the goroutine gets to it), the clock's present when
+    /// it has none.
     pub fn observe(&mut self, event: EventV1, sink: &mut dyn SinkV1) -> Result<()> {
-        let now = self.clock.now()?;
+        let now = match event.event_time {
+            Some(t) => t,
+            None => self.clock.now()?,
+        };
         let (write, evicted) = self.cache.observe(event, now);
         for w in [evicted, write].into_iter().flatten() {
             self.attempt(w.event, 0, sink)?;
