@@ -16,3 +16,9 @@ pub mod time;
 
 #[cfg(feature = "python")]
 mod py;
+
+// -- recording pipeline (Broadcaster, Recorder, sinks) --
+pub mod broadcaster;
+pub mod pipeline;
+pub mod reference;
+pub mod sink;

@@ -41,6 +41,11 @@ from kubevents._native import (
     simulate,
 )
 
+# -- recording pipeline --
+from kubevents._native import Broadcaster, Recorder, Watcher, object_reference, register_kind
+
+# -- end recording pipeline --
+
 __all__ = [
     "DEFAULT_QPS",
     "CorrelateResult",
@@ -52,6 +57,12 @@ __all__ = [
     "Simulation",
     "make_event",
     "simulate",
+    # -- recording pipeline --
+    "Broadcaster",
+    "Recorder",
+    "Watcher",
+    "object_reference",
+    "register_kind",
 ]
 
 # events.k8s.io/v1 recording (kubevents.events_v1)

@@ -1,9 +1,10 @@
 """Type stubs for the native module ``kubevents._native`` (Rust, pyo3)."""
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from os import PathLike
-from typing import Any, Protocol, Self, TypedDict, final
+from typing import Any, Literal, Protocol, Self, TypedDict, final
 
 __all__ = [
     "DEFAULT_QPS",
@@ -16,6 +17,12 @@ __all__ = [
     "Simulation",
     "make_event",
     "simulate",
+    # -- recording pipeline --
+    "Broadcaster",
+    "Recorder",
+    "Watcher",
+    "object_reference",
+    "register_kind",
 ]
 
 DEFAULT_QPS: float
@@ -190,3 +197,138 @@ def simulate(
 ) -> Simulation:
     """Replays a trace (a JSON Lines path or an iterable of records) as ``recordToSink`` would, on a
     virtual clock, with a sink that never fails."""
+
+# -- recording pipeline --
+
+class _Sink(Protocol):
+    """An event sink: ``create(event) -> dict`` and ``patch(event, patch) -> dict``, plain or ``async def``."""
+
+    def create(self, event: _Event, /) -> Any: ...
+    def patch(self, event: _Event, patch: bytes, /) -> Any: ...
+
+class _Stats(TypedDict):
+    received: int
+    dropped_incoming: int
+    dropped_after_shutdown: int
+    dropped_watchers: dict[str, int]
+    aggregated: int
+    deduplicated: int
+    skipped: int
+    created: int
+    patched: int
+    retries: int
+    abandoned: int
+    handler_errors: int
+    pending: int
+
+@final
+class Watcher:
+    """A started watcher of a ``Broadcaster``."""
+
+    @property
+    def name(self) -> str:
+        """The watcher's name in ``Broadcaster.stats()["dropped_watchers"]``."""
+    @property
+    def dropped(self) -> int:
+        """Events this watcher lost because its queue was full."""
+    def stop(self) -> None:
+        """Stops the watcher: it gets no more events, and what it had queued is discarded (as in client-go)."""
+
+@final
+class Recorder:
+    """client-go's ``EventRecorder``: builds events for objects and queues them without ever blocking.
+
+    ``obj`` is a manifest dict, an ObjectReference dict, a mapping with ``metadata`` (kopf bodies), an
+    official client model (``V1Pod`` ...), or an object of a class given to ``register_kind``. ``type`` must
+    be ``"Normal"`` or ``"Warning"`` (else ``ValueError``; client-go logs and drops instead).
+    """
+
+    @property
+    def source(self) -> dict[str, str]:
+        """The event source: ``{"component": ..., "host": ...}``."""
+    def event(self, obj: Any, type: str, reason: str, message: str, *, field_path: str | None = None) -> None:
+        """Records an event for ``obj`` with ``message`` as given."""
+    def eventf(
+        self, obj: Any, type: str, reason: str, fmt: str, *args: Any, field_path: str | None = None
+    ) -> None:
+        """Records an event whose message is ``fmt % args`` (``fmt`` as it is when no args are given)."""
+    def annotated_eventf(
+        self,
+        obj: Any,
+        annotations: Mapping[str, str] | None,
+        type: str,
+        reason: str,
+        fmt: str,
+        *args: Any,
+        field_path: str | None = None,
+    ) -> None:
+        """``eventf`` with annotations on the event."""
+    def past_eventf(
+        self,
+        obj: Any,
+        timestamp: _TimeLike,
+        type: str,
+        reason: str,
+        fmt: str,
+        *args: Any,
+        field_path: str | None = None,
+    ) -> None:
+        """``eventf`` for something that happened at ``timestamp``, which becomes the event's first and last
+        timestamp."""
+
+@final
+class Broadcaster:
+    """client-go's ``EventBroadcaster``: recorders queue events; watchers log them, call back, or correlate
+    them and write them to sinks with client-go's retries. Every drop is counted in ``stats()``.
+
+    Use it as a context manager (``with`` or ``async with``) to shut it down on exit.
+    """
+
+    def __new__(
+        cls,
+        *,
+        clock: _ClockLike | None = None,
+        sleep_duration: _DurationLike | None = None,
+        max_tries: int = 12,
+        queue_length: int = 1000,
+        full_channel: Literal["drop", "wait"] = "drop",
+        lru_cache_size: int = 4096,
+        burst: int = 25,
+        qps: float = ...,
+        max_events: int = 10,
+        max_interval: int = 600,
+        key_func: Callable[[_Event], tuple[str, str]] | None = None,
+        message_func: Callable[[_Event], str] | None = None,
+        spam_key_func: Callable[[_Event], str] | None = None,
+    ) -> Self: ...
+    def new_recorder(self, component: str, host: str | None = None) -> Recorder:
+        """A recorder whose events have source ``component`` (and ``host``)."""
+    def start_recording_to_sink(self, sink: _Sink, *, workers: int = 1) -> Watcher:
+        """Correlates every later event with a fresh correlator and writes it to ``sink`` with client-go's
+        retries; up to ``workers`` writes at once, the writes of one event in order."""
+    def start_logging(self, logger: logging.Logger | Callable[[str], object] | None = None) -> Watcher:
+        """Logs every later event as client-go's ``StartLogging`` does: at INFO on a ``logging.Logger``
+        (default: the ``kubevents`` logger), or by calling ``logger(line)``."""
+    def start_structured_logging(self, logger: logging.Logger | Callable[[str], object] | None = None) -> Watcher:
+        """Logs every later event as client-go's ``StartStructuredLogging`` does (``Event occurred
+        object="ns/name" fieldPath=... kind=... apiVersion=... type=... reason=... message=...``)."""
+    def start_event_watcher(self, callback: Callable[[_Event], object]) -> Watcher:
+        """Calls ``callback(event)`` for every later event, in order."""
+    def shutdown(self, timeout: _DurationLike | None = None) -> _Stats:
+        """Stops accepting events and delivers what is queued; returns the final stats, or raises
+        ``TimeoutError`` when ``timeout`` passes first."""
+    def wait_idle(self, timeout: _DurationLike | None = None) -> bool:
+        """Waits until nothing can happen without the clock moving; False if ``timeout`` passed first."""
+    def stats(self) -> _Stats:
+        """The counters."""
+    def __enter__(self) -> Self: ...
+    def __exit__(self, *exc: object) -> bool: ...
+    def __aenter__(self) -> Awaitable[Self]: ...
+    def __aexit__(self, *exc: object) -> Awaitable[object]: ...
+
+def register_kind(kind: str, api_version: str, *, cls: type | None = None) -> None:
+    """Makes a custom kind known: objects of ``kind`` without an ``apiVersion`` get ``api_version``, and
+    objects of class ``cls`` (when given) get both."""
+
+def object_reference(obj: Any, *, field_path: str | None = None) -> dict[str, str]:
+    """The object reference kubevents puts in an event for ``obj``."""

@@ -176,7 +176,7 @@ fn time_str(t: Option<Time>, micro: bool) -> Option<String> {
     t.map(|t| if micro { t.to_rfc3339_micro() } else { t.to_rfc3339() })
 }
 
-fn reference_to_py<'py>(py: Python<'py>, r: &ObjectReference) -> PyResult<Bound<'py, PyDict>> {
+pub fn reference_to_py<'py>(py: Python<'py>, r: &ObjectReference) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     set_str(&d, intern!(py, "kind"), &r.kind)?;
     set_str(&d, intern!(py, "namespace"), &r.namespace)?;

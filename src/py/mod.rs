@@ -5,6 +5,10 @@ mod convert;
 mod correlator;
 mod errors;
 mod sim;
+// -- recording pipeline --
+mod broadcaster;
+mod reference;
+mod sink;
 // events.k8s.io/v1 recording
 mod series;
 
@@ -21,6 +25,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sim::PyDecisions>()?;
     m.add_function(wrap_pyfunction!(correlator::make_event, m)?)?;
     m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
+    // -- recording pipeline --
+    m.add_class::<broadcaster::PyBroadcaster>()?;
+    m.add_class::<broadcaster::PyRecorder>()?;
+    m.add_class::<broadcaster::PyWatcher>()?;
+    m.add_function(wrap_pyfunction!(reference::register_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(reference::object_reference, m)?)?;
+    // -- end recording pipeline --
     m.add("DEFAULT_QPS", f64::from(crate::correlator::DEFAULT_QPS))?;
     // events.k8s.io/v1 recording
     m.add_class::<series::PyEventsV1Engine>()?;

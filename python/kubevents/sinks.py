@@ -1,0 +1,167 @@
+"""Event sinks: where a ``Broadcaster`` writes the events it records.
+
+A sink is any object with ``create(event) -> dict`` and ``patch(event, patch: bytes) -> dict`` (plain or
+``async def``), taking and returning core/v1 Events as dicts of the Kubernetes JSON shape. A method that
+raises tells the broadcaster what to do by the exception: one with an HTTP ``status`` (the official clients'
+``ApiException``, or :class:`ApiError`) is retried for 429 and 5xx and abandoned for any other status, a 404
+on a patch turns into a create; ``TypeError`` and ``ValueError`` abandon the event; anything else (connection
+errors, timeouts) is retried. A method may return None to mean "written as sent".
+
+* :class:`CoreV1Sink` writes through the official ``kubernetes`` client's ``CoreV1Api``;
+* :class:`AsyncCoreV1Sink` through ``kubernetes_asyncio``'s (it runs on the asyncio loop that is running when
+  the broadcaster starts recording to it);
+* :class:`MemorySink` keeps what the API server would hold, for tests and notebooks.
+
+Neither client is imported by this module: the sinks use the API object they are given.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import threading
+from typing import Any
+
+__all__ = ["STRATEGIC_MERGE_PATCH", "ApiError", "AsyncCoreV1Sink", "CoreV1Sink", "MemorySink"]
+
+#: The content type of the patches the broadcaster sends (client-go's ``types.StrategicMergePatchType``).
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+class ApiError(Exception):
+    """An error answered by an API server, with its HTTP ``status`` and ``reason`` (``NotFound`` ...)."""
+
+    def __init__(self, status: int, reason: str, message: str = "") -> None:
+        super().__init__(f"{status} {reason}" + (f": {message}" if message else ""))
+        self.status = status
+        self.reason = reason
+
+
+def _namespace(event: dict[str, Any]) -> str:
+    return (event.get("metadata") or {}).get("namespace") or "default"
+
+
+def _name(event: dict[str, Any]) -> str:
+    name = (event.get("metadata") or {}).get("name")
+    if not name:
+        raise ValueError("event has no metadata.name")
+    return str(name)
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    # The count patch only sets scalar fields and merges maps, where strategic merge is a plain merge.
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+class MemorySink:
+    """Keeps events as an API server would: create refuses an existing name (409), patch applies the patch
+    to the stored event or answers 404, and every write gets a new ``resourceVersion``. Thread-safe.
+
+    ``events()`` lists what is stored; ``writes`` lists every successful call as ``("create" | "patch",
+    event)``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._store: dict[tuple[str, str], dict[str, Any]] = {}
+        self._versions = itertools.count(1)
+        self.writes: list[tuple[str, dict[str, Any]]] = []
+
+    def create(self, event: dict[str, Any]) -> dict[str, Any]:
+        key = (_namespace(event), _name(event))
+        with self._lock:
+            if key in self._store:
+                raise ApiError(409, "AlreadyExists", f'events "{key[1]}" already exists')
+            stored = copy.deepcopy(event)
+            stored["metadata"]["namespace"] = key[0]
+            stored["metadata"]["resourceVersion"] = str(next(self._versions))
+            self._store[key] = stored
+            self.writes.append(("create", copy.deepcopy(stored)))
+            return copy.deepcopy(stored)
+
+    def patch(self, event: dict[str, Any], patch: bytes) -> dict[str, Any]:
+        key = (_namespace(event), _name(event))
+        changes = json.loads(patch)
+        with self._lock:
+            stored = self._store.get(key)
+            if stored is None:
+                raise ApiError(404, "NotFound", f'events "{key[1]}" not found')
+            _merge(stored, changes)
+            stored["metadata"]["resourceVersion"] = str(next(self._versions))
+            self.writes.append(("patch", copy.deepcopy(stored)))
+            return copy.deepcopy(stored)
+
+    def events(self) -> list[dict[str, Any]]:
+        """The stored events, in the order they were created."""
+        with self._lock:
+            return [copy.deepcopy(e) for e in self._store.values()]
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The stored event ``namespace/name``, or None."""
+        with self._lock:
+            e = self._store.get((namespace, name))
+            return copy.deepcopy(e) if e is not None else None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._store)
+
+
+class CoreV1Sink:
+    """Writes events with the official ``kubernetes`` client: ``CoreV1Sink(kubernetes.client.CoreV1Api())``.
+
+    Creates in the event's namespace (POST ``/api/v1/namespaces/<ns>/events``) and patches with content type
+    ``application/strategic-merge-patch+json`` (PATCH ``.../events/<name>``), as client-go's
+    ``EventSinkImpl``; returns the server's event as a dict. Unlike client-go's REST client, the Python
+    client does not retry 429 and 5xx answers itself; the broadcaster does (see the module docs).
+    """
+
+    def __init__(self, core_v1_api: Any) -> None:
+        self.api = core_v1_api
+
+    def _as_dict(self, obj: Any) -> dict[str, Any]:
+        out = self.api.api_client.sanitize_for_serialization(obj)
+        if not isinstance(out, dict):
+            raise TypeError(f"the API answered {type(obj).__name__}, expected an Event")
+        return out
+
+    def create(self, event: dict[str, Any]) -> dict[str, Any]:
+        return self._as_dict(self.api.create_namespaced_event(_namespace(event), event))
+
+    def patch(self, event: dict[str, Any], patch: bytes) -> dict[str, Any]:
+        out = self.api.patch_namespaced_event(
+            _name(event), _namespace(event), json.loads(patch), _content_type=STRATEGIC_MERGE_PATCH
+        )
+        return self._as_dict(out)
+
+
+class AsyncCoreV1Sink:
+    """:class:`CoreV1Sink` for ``kubernetes_asyncio``: ``AsyncCoreV1Sink(kubernetes_asyncio.client.CoreV1Api())``.
+
+    Start recording to it from a coroutine: its calls run on that coroutine's event loop.
+    """
+
+    def __init__(self, core_v1_api: Any) -> None:
+        self.api = core_v1_api
+
+    def _as_dict(self, obj: Any) -> dict[str, Any]:
+        out = self.api.api_client.sanitize_for_serialization(obj)
+        if not isinstance(out, dict):
+            raise TypeError(f"the API answered {type(obj).__name__}, expected an Event")
+        return out
+
+    async def create(self, event: dict[str, Any]) -> dict[str, Any]:
+        return self._as_dict(await self.api.create_namespaced_event(_namespace(event), event))
+
+    async def patch(self, event: dict[str, Any], patch: bytes) -> dict[str, Any]:
+        out = await self.api.patch_namespaced_event(
+            _name(event), _namespace(event), json.loads(patch), _content_type=STRATEGIC_MERGE_PATCH
+        )
+        return self._as_dict(out)

@@ -1,0 +1,566 @@
+//! apimachinery's `watch.Broadcaster` (`pkg/watch/mux.go`): one bounded incoming queue, one distribution
+//! thread, and one bounded queue per watcher, in which a full queue drops the item for that watcher only
+//! (or makes the distribution wait). Items keep their order; a watcher sees only items that arrive after it.
+//!
+//! Unlike Go, every drop is counted: at the incoming queue and per watcher.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use crate::time::Time;
+
+/// What the distribution does when a watcher's queue is full (`watch.FullChannelBehavior`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FullChannel {
+    /// Drop the item for that watcher (client-go's recorder uses this).
+    Drop,
+    /// Wait until the watcher takes an item or stops; this holds up every other watcher too.
+    Wait,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic in user code elsewhere must not poison the queues for everyone.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What the thread that drains a lane is doing, so `Broadcaster::is_idle` can tell whether anything can
+/// still happen without a clock moving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activity {
+    Waiting,
+    Running,
+    /// Sleeping until the given instant on the pipeline's clock.
+    Sleeping(Time),
+}
+
+struct LaneState<T> {
+    items: VecDeque<T>,
+    activity: Activity,
+    /// No more items will come; the consumer drains what is left.
+    closed: bool,
+    /// The consumer went away; items are no longer queued.
+    stopped: bool,
+    consumer_waiting: bool,
+}
+
+/// A bounded FIFO with one consumer: a watcher's queue, or a delivery worker's.
+pub struct Lane<T> {
+    state: Mutex<LaneState<T>>,
+    ready: Condvar,
+    space: Condvar,
+    capacity: usize,
+    dropped: AtomicU64,
+    pub name: String,
+}
+
+impl<T> Lane<T> {
+    pub fn new(name: impl Into<String>, capacity: usize) -> Self {
+        Lane {
+            state: Mutex::new(LaneState {
+                items: VecDeque::new(),
+                activity: Activity::Waiting,
+                closed: false,
+                stopped: false,
+                consumer_waiting: false,
+            }),
+            ready: Condvar::new(),
+            space: Condvar::new(),
+            capacity: capacity.max(1),
+            dropped: AtomicU64::new(0),
+            name: name.into(),
+        }
+    }
+
+    /// Queues `item`; when full, drops it (counted) or waits for space. Returns whether it was queued.
+    pub fn push(&self, item: T, full: FullChannel) -> bool {
+        let mut s = lock(&self.state);
+        loop {
+            if s.stopped || s.closed {
+                return false;
+            }
+            if s.items.len() < self.capacity {
+                break;
+            }
+            match full {
+                FullChannel::Drop => {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                    return false;
+                }
+                FullChannel::Wait => s = self.space.wait(s).unwrap_or_else(|p| p.into_inner()),
+            }
+        }
+        s.items.push_back(item);
+        if s.consumer_waiting {
+            self.ready.notify_one();
+        }
+        true
+    }
+
+    /// Takes up to `max` items into `out`, waiting while the lane is empty; marks the consumer running.
+    /// Returns false once the lane is closed (or stopped) and empty.
+    pub fn pop_batch(&self, out: &mut Vec<T>, max: usize) -> bool {
+        let mut s = lock(&self.state);
+        loop {
+            if s.stopped {
+                s.items.clear();
+                s.activity = Activity::Waiting;
+                return false;
+            }
+            if !s.items.is_empty() {
+                let n = s.items.len().min(max);
+                out.extend(s.items.drain(..n));
+                s.activity = Activity::Running;
+                self.space.notify_all();
+                return true;
+            }
+            s.activity = Activity::Waiting;
+            if s.closed {
+                return false;
+            }
+            s.consumer_waiting = true;
+            s = self.ready.wait(s).unwrap_or_else(|p| p.into_inner());
+            s.consumer_waiting = false;
+        }
+    }
+
+    pub fn set_activity(&self, a: Activity) {
+        lock(&self.state).activity = a;
+    }
+
+    /// No more items; the consumer drains the queue and then sees the end.
+    pub fn close(&self) {
+        let mut s = lock(&self.state);
+        s.closed = true;
+        self.ready.notify_all();
+        self.space.notify_all();
+    }
+
+    /// The consumer is gone: queued items are discarded and producers never wait on this lane again.
+    pub fn stop(&self) -> usize {
+        let mut s = lock(&self.state);
+        s.stopped = true;
+        let discarded = s.items.len();
+        s.items.clear();
+        self.ready.notify_all();
+        self.space.notify_all();
+        discarded
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        lock(&self.state).stopped
+    }
+
+    /// Items dropped because the lane was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    pub fn len(&self) -> usize {
+        lock(&self.state).items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Nothing queued and the consumer waiting, or sleeping past `now`.
+    pub fn is_idle(&self, now: Time) -> bool {
+        let s = lock(&self.state);
+        match s.activity {
+            Activity::Waiting => s.items.is_empty() || s.stopped,
+            Activity::Running => false,
+            Activity::Sleeping(until) => until > now,
+        }
+    }
+}
+
+enum Message<I, O> {
+    Item(I),
+    AddWatcher(Arc<Lane<O>>),
+    RemoveWatcher(Arc<Lane<O>>),
+    Shutdown,
+}
+
+struct Incoming<I, O> {
+    queue: VecDeque<Message<I, O>>,
+    items: usize,
+    stopped: bool,
+    distributing: bool,
+    distributor_waiting: bool,
+    /// Control messages run so far, for `block_queue`.
+    done: u64,
+    submitted: u64,
+}
+
+struct Shared<I, O> {
+    incoming: Mutex<Incoming<I, O>>,
+    ready: Condvar,
+    done: Condvar,
+    capacity: usize,
+    full: FullChannel,
+    received: AtomicU64,
+    dropped: AtomicU64,
+    watchers: Mutex<Vec<Arc<Lane<O>>>>,
+    finished: AtomicBool,
+}
+
+/// The broadcaster. `I` is what producers send; the distribution thread turns each into an `O` (once, for
+/// all watchers) with the `convert` function given to `new`.
+pub struct Broadcaster<I, O> {
+    shared: Arc<Shared<I, O>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The error of `watch.Broadcaster` after `Shutdown`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stopped;
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("broadcaster already stopped")
+    }
+}
+
+impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
+    /// `NewLongQueueBroadcaster(queue_length, full)`: the incoming queue and every watcher queue hold
+    /// `queue_length` items.
+    pub fn new(queue_length: usize, full: FullChannel, mut convert: impl FnMut(I) -> O + Send + 'static) -> Self {
+        let shared = Arc::new(Shared {
+            incoming: Mutex::new(Incoming {
+                queue: VecDeque::new(),
+                items: 0,
+                stopped: false,
+                distributing: false,
+                distributor_waiting: false,
+                done: 0,
+                submitted: 0,
+            }),
+            ready: Condvar::new(),
+            done: Condvar::new(),
+            capacity: queue_length.max(1),
+            full,
+            received: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            watchers: Mutex::new(Vec::new()),
+            finished: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("kubevents-broadcast".into())
+            .spawn(move || s.run(&mut convert))
+            .expect("spawning the distribution thread");
+        Broadcaster { shared, thread: Mutex::new(Some(thread)) }
+    }
+
+    /// `ActionOrDrop`: queues without blocking. `Ok(false)` when the incoming queue is full (counted).
+    pub fn action_or_drop(&self, item: I) -> Result<bool, Stopped> {
+        let s = &self.shared;
+        let mut inc = lock(&s.incoming);
+        if inc.stopped {
+            return Err(Stopped);
+        }
+        s.received.fetch_add(1, Ordering::Relaxed);
+        if inc.items >= s.capacity {
+            s.dropped.fetch_add(1, Ordering::Relaxed);
+            return Ok(false);
+        }
+        inc.queue.push_back(Message::Item(item));
+        inc.items += 1;
+        if inc.distributor_waiting {
+            s.ready.notify_one();
+        }
+        Ok(true)
+    }
+
+    /// Runs a control message after everything queued before it, and waits for it (`blockQueue`).
+    fn block_queue(&self, m: Message<I, O>) -> Result<(), Stopped> {
+        let s = &self.shared;
+        let mut inc = lock(&s.incoming);
+        if inc.stopped {
+            return Err(Stopped);
+        }
+        let shutdown = matches!(m, Message::Shutdown);
+        if shutdown {
+            inc.stopped = true;
+        }
+        inc.queue.push_back(m);
+        inc.submitted += 1;
+        let ticket = inc.submitted;
+        s.ready.notify_one();
+        while inc.done < ticket {
+            inc = s.done.wait(inc).unwrap_or_else(|p| p.into_inner());
+        }
+        Ok(())
+    }
+
+    /// `Watch`: a new watcher lane that receives every item queued after this call.
+    pub fn watch(&self, name: impl Into<String>) -> Result<Arc<Lane<O>>, Stopped> {
+        let lane = Arc::new(Lane::new(name, self.shared.capacity));
+        self.block_queue(Message::AddWatcher(lane.clone()))?;
+        Ok(lane)
+    }
+
+    /// Stops a watcher: it receives nothing more; what it had queued is discarded (returned count).
+    pub fn stop_watching(&self, lane: &Arc<Lane<O>>) -> usize {
+        let discarded = lane.stop();
+        // After shutdown the watcher is already gone from the list.
+        let _ = self.block_queue(Message::RemoveWatcher(lane.clone()));
+        discarded
+    }
+
+    /// `Shutdown`: refuses new items, distributes everything queued, closes every watcher lane (the
+    /// watchers then drain their queues) and waits for the distribution thread to end. Idempotent.
+    pub fn shutdown(&self) {
+        let _ = self.block_queue(Message::Shutdown);
+        if let Some(t) = lock(&self.thread).take() {
+            let _ = t.join();
+        }
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        lock(&self.shared.incoming).stopped
+    }
+
+    /// Items offered to `action_or_drop` before shutdown, including the dropped ones.
+    pub fn received(&self) -> u64 {
+        self.shared.received.load(Ordering::Relaxed)
+    }
+
+    /// Items dropped because the incoming queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.shared.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Items waiting in the incoming queue.
+    pub fn queued(&self) -> usize {
+        lock(&self.shared.incoming).items
+    }
+
+    /// Nothing waits in the incoming queue and nothing is being distributed.
+    pub fn is_idle(&self) -> bool {
+        let inc = lock(&self.shared.incoming);
+        inc.queue.is_empty() && !inc.distributing
+    }
+
+    /// The distribution thread has ended (after shutdown).
+    pub fn is_finished(&self) -> bool {
+        self.shared.finished.load(Ordering::Acquire)
+    }
+}
+
+impl<I, O: Clone> Shared<I, O> {
+    fn run(&self, convert: &mut impl FnMut(I) -> O) {
+        let mut batch = VecDeque::new();
+        loop {
+            {
+                let mut inc = lock(&self.incoming);
+                inc.distributing = false;
+                while inc.queue.is_empty() {
+                    inc.distributor_waiting = true;
+                    inc = self.ready.wait(inc).unwrap_or_else(|p| p.into_inner());
+                    inc.distributor_waiting = false;
+                }
+                std::mem::swap(&mut batch, &mut inc.queue);
+                inc.items = 0;
+                inc.distributing = true;
+            }
+            for m in batch.drain(..) {
+                match m {
+                    Message::Item(i) => self.distribute(convert(i)),
+                    Message::AddWatcher(l) => {
+                        lock(&self.watchers).push(l);
+                        self.complete();
+                    }
+                    Message::RemoveWatcher(l) => {
+                        lock(&self.watchers).retain(|w| !Arc::ptr_eq(w, &l));
+                        self.complete();
+                    }
+                    Message::Shutdown => {
+                        for w in lock(&self.watchers).drain(..) {
+                            w.close();
+                        }
+                        let mut inc = lock(&self.incoming);
+                        inc.distributing = false;
+                        // Nothing can follow a shutdown: `stopped` was set when it was queued.
+                        inc.done += 1;
+                        self.finished.store(true, Ordering::Release);
+                        self.done.notify_all();
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn complete(&self) {
+        lock(&self.incoming).done += 1;
+        self.done.notify_all();
+    }
+
+    fn distribute(&self, item: O) {
+        let watchers = lock(&self.watchers);
+        if let Some((last, rest)) = watchers.split_last() {
+            for w in rest {
+                w.push(item.clone(), self.full);
+            }
+            last.push(item, self.full);
+        }
+    }
+}
+
+impl<I, O> Drop for Broadcaster<I, O> {
+    fn drop(&mut self) {
+        let mut inc = lock(&self.shared.incoming);
+        if !inc.stopped {
+            inc.stopped = true;
+            inc.queue.push_back(Message::Shutdown);
+            self.shared.ready.notify_one();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain<T>(l: &Lane<T>) -> Vec<T> {
+        let mut out = Vec::new();
+        while l.pop_batch(&mut out, 100) {}
+        out
+    }
+
+    fn mux(queue: usize, full: FullChannel) -> Broadcaster<&'static str, &'static str> {
+        Broadcaster::new(queue, full, |s| s)
+    }
+
+    // mux_test.go TestBroadcaster.
+    #[test]
+    fn every_watcher_gets_every_event_in_order() {
+        let m = mux(10, FullChannel::Wait);
+        let (a, b) = (m.watch("a").unwrap(), m.watch("b").unwrap());
+        for e in ["added foo", "added bar", "modified foo", "deleted bar"] {
+            assert_eq!(m.action_or_drop(e), Ok(true));
+        }
+        m.shutdown();
+        let want = vec!["added foo", "added bar", "modified foo", "deleted bar"];
+        assert_eq!(drain(&a), want);
+        assert_eq!(drain(&b), want);
+    }
+
+    // TestBroadcasterWatcherClose: stopping a watcher, then shutdown; extra stops are harmless.
+    #[test]
+    fn stopped_watchers_get_nothing_and_stop_twice_is_harmless() {
+        let m = mux(10, FullChannel::Wait);
+        let (a, b) = (m.watch("a").unwrap(), m.watch("b").unwrap());
+        m.stop_watching(&a);
+        m.action_or_drop("x").unwrap();
+        m.shutdown();
+        m.stop_watching(&a);
+        m.stop_watching(&b);
+        assert!(drain(&a).is_empty());
+    }
+
+    // TestBroadcasterWatcherStopDeadlock: a full watcher in wait mode that stops does not hang distribution.
+    #[test]
+    fn stopping_a_full_watcher_unblocks_wait_mode() {
+        let m = Arc::new(mux(1, FullChannel::Wait));
+        let (a, b) = (m.watch("a").unwrap(), m.watch("b").unwrap());
+        m.action_or_drop("1").unwrap();
+        while !m.is_idle() {
+            std::thread::yield_now();
+        }
+        m.action_or_drop("2").unwrap();
+        // `b` never reads; once `a` has the first item, stop `b`.
+        let mut got = Vec::new();
+        assert!(a.pop_batch(&mut got, 1));
+        m.stop_watching(&b);
+        assert!(a.pop_batch(&mut got, 1));
+        assert_eq!(got, ["1", "2"]);
+        m.shutdown();
+    }
+
+    // TestBroadcasterDropIfChannelFull.
+    #[test]
+    fn a_full_watcher_drops_and_counts() {
+        let m = mux(1, FullChannel::Drop);
+        let (a, b) = (m.watch("a").unwrap(), m.watch("b").unwrap());
+        m.action_or_drop("event1").unwrap();
+        // Let the first one be distributed before the second arrives: the incoming queue holds one.
+        while !m.is_idle() {
+            std::thread::yield_now();
+        }
+        m.action_or_drop("event2").unwrap();
+        m.shutdown();
+        assert_eq!(drain(&a), ["event1"]);
+        assert_eq!(drain(&b), ["event1"]);
+        assert_eq!((a.dropped(), b.dropped()), (1, 1));
+    }
+
+    // TestBroadcasterWatchAfterShutdown / TestBroadcasterSendEventAfterShutdown.
+    #[test]
+    fn after_shutdown_everything_is_refused() {
+        let m = mux(1, FullChannel::Drop);
+        m.shutdown();
+        m.shutdown();
+        assert_eq!(m.watch("late").err(), Some(Stopped));
+        assert_eq!(m.action_or_drop("x"), Err(Stopped));
+        assert_eq!(Stopped.to_string(), "broadcaster already stopped");
+    }
+
+    #[test]
+    fn a_new_watcher_sees_only_later_items() {
+        let m = mux(100, FullChannel::Drop);
+        let a = m.watch("a").unwrap();
+        m.action_or_drop("before").unwrap();
+        let b = m.watch("b").unwrap();
+        m.action_or_drop("after").unwrap();
+        m.shutdown();
+        assert_eq!(drain(&a), ["before", "after"]);
+        assert_eq!(drain(&b), ["after"]);
+    }
+
+    #[test]
+    fn a_full_incoming_queue_drops_and_counts() {
+        let m = mux(2, FullChannel::Drop);
+        let w = m.watch("w").unwrap();
+        // Hold the watcher lists lock so the distributor cannot take items off the incoming queue.
+        let mut accepted = 0;
+        {
+            let _hold = lock(&m.shared.watchers);
+            for _ in 0..10 {
+                if m.action_or_drop("x").unwrap() {
+                    accepted += 1;
+                }
+            }
+        }
+        m.shutdown();
+        let got = drain(&w).len();
+        assert_eq!(m.received(), 10);
+        assert_eq!(m.dropped() as usize, 10 - accepted);
+        assert_eq!(got + w.dropped() as usize, accepted);
+    }
+
+    #[test]
+    fn shutdown_race_with_concurrent_stops() {
+        // TestBroadcasterShutdownRace: stops racing shutdown neither panic nor deadlock.
+        for _ in 0..20 {
+            let m = Arc::new(mux(4, FullChannel::Wait));
+            let lanes: Vec<_> = (0..4).map(|i| m.watch(format!("w{i}")).unwrap()).collect();
+            let handles: Vec<_> = lanes
+                .into_iter()
+                .map(|l| {
+                    let m = m.clone();
+                    std::thread::spawn(move || {
+                        m.stop_watching(&l);
+                    })
+                })
+                .collect();
+            m.shutdown();
+            for h in handles {
+                h.join().unwrap();
+            }
+        }
+    }
+}

@@ -1,0 +1,629 @@
+//! client-go's `record` EventBroadcaster: recorders send occurrences into a `watch.Broadcaster`, whose
+//! watchers log them, hand them to callbacks, or correlate them and write them to a sink with retries.
+//!
+//! Where kubevents goes beyond client-go: every drop is counted, `shutdown` delivers what is queued and waits
+//! for it (with a timeout), and a sink can have several delivery workers while the writes of one event stay
+//! in order.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use crate::broadcaster::{Activity, Broadcaster, FullChannel, Lane, Stopped};
+use crate::clock::Clock;
+use crate::correlator::{CorrelatorOptions, EventCorrelator, KeyFuncs};
+use crate::error::{Error, Result};
+use crate::event::{Event, EventSource, ObjectReference};
+use crate::recorder::{make_event_into, EventInput, UuidSource};
+use crate::sink::{record_event, Abandoned, ClockSleeper, EventSink, Next, RetryPolicy, StopSignal, Written};
+use crate::time::Time;
+
+/// The two event types the API server accepts (`util.ValidateEventType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+impl EventType {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "Normal" => Ok(EventType::Normal),
+            "Warning" => Ok(EventType::Warning),
+            other => Err(Error::value("type", format!("must be \"Normal\" or \"Warning\", got {other:?}"))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+/// One recorder call, as queued: the event is built from it on the distribution thread.
+#[derive(Clone, Debug)]
+pub struct Occurrence {
+    pub reference: ObjectReference,
+    pub annotations: Option<BTreeMap<String, String>>,
+    pub type_: EventType,
+    pub reason: String,
+    pub message: String,
+    pub time: Time,
+    pub source: Arc<EventSource>,
+}
+
+/// Where the pipeline reports what it drops or abandons (a Python logger, in the bindings).
+pub trait Reporter: Send + Sync {
+    fn warn(&self, message: &str);
+    fn error(&self, message: &str);
+}
+
+/// The broadcaster's settings.
+#[derive(Clone)]
+pub struct Options {
+    pub queue_length: usize,
+    pub full_channel: FullChannel,
+    pub retry: RetryPolicy,
+    pub correlator: CorrelatorOptions,
+    pub clock: Arc<dyn Clock>,
+    /// The clock is the system clock, so retry sleeps can be plain timed waits.
+    pub real_time: bool,
+}
+
+#[derive(Default)]
+struct Counters {
+    aggregated: AtomicU64,
+    deduplicated: AtomicU64,
+    skipped: AtomicU64,
+    created: AtomicU64,
+    patched: AtomicU64,
+    retries: AtomicU64,
+    abandoned: AtomicU64,
+    handler_errors: AtomicU64,
+    correlation_errors: AtomicU64,
+    /// Deliveries taken off a queue and not finished yet.
+    in_flight: AtomicI64,
+}
+
+/// A snapshot of the counters. `dropped_watchers` maps each watcher's name to the events its full queue lost.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub received: u64,
+    pub dropped_incoming: u64,
+    pub dropped_watchers: Vec<(String, u64)>,
+    pub aggregated: u64,
+    pub deduplicated: u64,
+    pub skipped: u64,
+    pub created: u64,
+    pub patched: u64,
+    pub retries: u64,
+    pub abandoned: u64,
+    pub handler_errors: u64,
+    pub pending: u64,
+}
+
+type EventLane = Lane<Arc<Event>>;
+
+struct Shared {
+    mux: Broadcaster<Occurrence, Arc<Event>>,
+    options: Options,
+    counters: Counters,
+    stop: Arc<StopSignal>,
+    reporter: Arc<dyn Reporter>,
+    watcher_lanes: Mutex<Vec<Arc<EventLane>>>,
+    worker_lanes: Mutex<Vec<Arc<Lane<Job>>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    next_id: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The event broadcaster.
+pub struct EventBroadcaster {
+    shared: Arc<Shared>,
+}
+
+/// A started watcher; `stop` ends it (what it had queued is discarded, as in client-go).
+pub struct Watcher {
+    shared: Arc<Shared>,
+    lane: Arc<EventLane>,
+}
+
+impl Watcher {
+    pub fn stop(&self) {
+        self.shared.mux.stop_watching(&self.lane);
+    }
+
+    pub fn name(&self) -> &str {
+        &self.lane.name
+    }
+
+    /// Events this watcher lost to a full queue.
+    pub fn dropped(&self) -> u64 {
+        self.lane.dropped()
+    }
+}
+
+/// How many queued events a watcher takes at once (a Python sink takes the GIL once per batch).
+const BATCH: usize = 512;
+
+impl EventBroadcaster {
+    pub fn new(options: Options, reporter: Arc<dyn Reporter>) -> Result<Self> {
+        options.correlator.populated()?;
+        if options.queue_length == 0 {
+            return Err(Error::Option("queue_length must be >= 1".into()));
+        }
+        if options.retry.max_tries == 0 {
+            return Err(Error::Option("max_tries must be >= 1".into()));
+        }
+        if options.retry.sleep_nanos < 0 {
+            return Err(Error::Option("sleep_duration must be >= 0".into()));
+        }
+        let mut uuids = UuidSource::Random;
+        let mux = Broadcaster::new(options.queue_length, options.full_channel, move |o: Occurrence| {
+            let mut event = Event::default();
+            let input = EventInput {
+                reference: &o.reference,
+                annotations: o.annotations.as_ref(),
+                type_: o.type_.as_str(),
+                reason: &o.reason,
+                message: &o.message,
+                source: &o.source,
+            };
+            make_event_into(&mut event, &input, o.time, &mut uuids);
+            Arc::new(event)
+        });
+        Ok(EventBroadcaster {
+            shared: Arc::new(Shared {
+                mux,
+                options,
+                counters: Counters::default(),
+                stop: Arc::new(StopSignal::default()),
+                reporter,
+                watcher_lanes: Mutex::new(Vec::new()),
+                worker_lanes: Mutex::new(Vec::new()),
+                threads: Mutex::new(Vec::new()),
+                next_id: AtomicU64::new(1),
+            }),
+        })
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.shared.options
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.shared.options.clock
+    }
+
+    /// `ActionOrDrop`: never blocks. `Ok(false)` when the incoming queue is full (the drop is counted).
+    pub fn record(&self, o: Occurrence) -> std::result::Result<bool, Stopped> {
+        self.shared.mux.action_or_drop(o)
+    }
+
+    fn watch(&self, kind: &str) -> std::result::Result<Arc<EventLane>, Stopped> {
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let lane = self.shared.mux.watch(format!("{kind}-{id}"))?;
+        lock(&self.shared.watcher_lanes).push(lane.clone());
+        Ok(lane)
+    }
+
+    fn spawn(&self, name: &str, f: impl FnOnce() + Send + 'static) {
+        let t = std::thread::Builder::new()
+            .name(format!("kubevents-{name}"))
+            .spawn(f)
+            .expect("spawning a watcher thread");
+        lock(&self.shared.threads).push(t);
+    }
+
+    /// `StartEventWatcher`: `handler` gets the events in order, a batch at a time, on a thread of its own.
+    /// `kind` names the watcher (`<kind>-<n>`) in the statistics.
+    pub fn start_event_watcher(
+        &self,
+        kind: &str,
+        mut handler: impl FnMut(&[Arc<Event>]) + Send + 'static,
+    ) -> std::result::Result<Watcher, Stopped> {
+        let lane = self.watch(kind)?;
+        let shared = self.shared.clone();
+        let l = lane.clone();
+        self.spawn(&lane.name, move || {
+            let mut batch = Vec::with_capacity(BATCH);
+            while l.pop_batch(&mut batch, BATCH) {
+                let n = batch.len() as i64;
+                shared.counters.in_flight.fetch_add(n, Ordering::Relaxed);
+                handler(&batch);
+                batch.clear();
+                shared.counters.in_flight.fetch_sub(n, Ordering::Relaxed);
+            }
+        });
+        Ok(Watcher { shared: self.shared.clone(), lane })
+    }
+
+    /// `StartRecordingToSink` with a fresh correlator. With `workers > 1`, up to that many writes run at once;
+    /// the writes of one event (same namespace and name) always go to the same worker, in order.
+    pub fn start_recording_to_sink(
+        &self,
+        sink: Arc<dyn EventSink>,
+        workers: usize,
+        funcs: KeyFuncs,
+    ) -> Result<Watcher> {
+        let o = &self.shared.options;
+        let correlator = EventCorrelator::new(o.correlator, o.clock.clone(), funcs)?;
+        let lane = self.watch("sink").map_err(|s| Error::Option(s.to_string()))?;
+        let writer = Arc::new(Writer {
+            shared: self.shared.clone(),
+            sink,
+            correlation: Mutex::new(Correlation { correlator, outstanding: HashMap::new() }),
+            hasher: foldhash::fast::FixedState::with_seed(0),
+            sleeper: ClockSleeper { clock: o.clock.clone(), real_time: o.real_time, stop: self.shared.stop.clone() },
+        });
+        let workers = workers.max(1);
+        let mut worker_lanes = Vec::new();
+        for i in 0..workers {
+            if workers == 1 {
+                break;
+            }
+            let wl: Arc<Lane<Job>> = Arc::new(Lane::new(format!("{}-worker-{i}", lane.name), o.queue_length));
+            lock(&self.shared.worker_lanes).push(wl.clone());
+            worker_lanes.push(wl.clone());
+            let writer = writer.clone();
+            self.spawn(&wl.name.clone(), move || {
+                let mut rng = SmallRng::from_os_rng();
+                let mut batch = Vec::with_capacity(BATCH);
+                let mut jobs = VecDeque::new();
+                while wl.pop_batch(&mut batch, BATCH) {
+                    jobs.extend(batch.drain(..));
+                    writer.write_all(&mut jobs, &wl, &mut rng);
+                }
+            });
+        }
+        let l = lane.clone();
+        self.spawn(&lane.name, move || {
+            let mut rng = SmallRng::from_os_rng();
+            let mut batch = Vec::with_capacity(BATCH);
+            let mut jobs = VecDeque::with_capacity(BATCH);
+            while l.pop_batch(&mut batch, BATCH) {
+                let n = batch.len() as i64;
+                writer.shared.counters.in_flight.fetch_add(n, Ordering::Relaxed);
+                writer.correlate_batch(&mut batch, &mut jobs);
+                if worker_lanes.is_empty() {
+                    writer.write_all(&mut jobs, &l, &mut rng);
+                } else {
+                    for job in jobs.drain(..) {
+                        let wl = &worker_lanes[(job.key % worker_lanes.len() as u64) as usize];
+                        if !wl.push(job, FullChannel::Wait) {
+                            writer.shared.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+            for wl in &worker_lanes {
+                wl.close();
+            }
+        });
+        Ok(Watcher { shared: self.shared.clone(), lane })
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> Stats {
+        let s = &self.shared;
+        let c = &s.counters;
+        let lanes = lock(&s.watcher_lanes);
+        let workers = lock(&s.worker_lanes);
+        let queued: usize = s.mux.queued()
+            + lanes.iter().map(|l| l.len()).sum::<usize>()
+            + workers.iter().map(|l| l.len()).sum::<usize>();
+        let in_flight = c.in_flight.load(Ordering::Relaxed).max(0) as u64;
+        Stats {
+            received: s.mux.received(),
+            dropped_incoming: s.mux.dropped(),
+            dropped_watchers: lanes.iter().map(|l| (l.name.clone(), l.dropped())).collect(),
+            aggregated: c.aggregated.load(Ordering::Relaxed),
+            deduplicated: c.deduplicated.load(Ordering::Relaxed),
+            skipped: c.skipped.load(Ordering::Relaxed),
+            created: c.created.load(Ordering::Relaxed),
+            patched: c.patched.load(Ordering::Relaxed),
+            retries: c.retries.load(Ordering::Relaxed),
+            abandoned: c.abandoned.load(Ordering::Relaxed),
+            handler_errors: c.handler_errors.load(Ordering::Relaxed) + c.correlation_errors.load(Ordering::Relaxed),
+            pending: queued as u64 + in_flight,
+        }
+    }
+
+    /// Counts an exception raised by a callback or logger (the pipeline goes on).
+    pub fn count_handler_error(&self) {
+        self.shared.counters.handler_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Nothing can happen any more without the clock moving: every queue is empty or its consumer sleeps
+    /// until a later instant.
+    pub fn is_idle(&self) -> bool {
+        let s = &self.shared;
+        if !s.mux.is_idle() {
+            return false;
+        }
+        let Ok(now) = s.options.clock.now() else { return false };
+        lock(&s.watcher_lanes).iter().all(|l| l.is_idle(now)) && lock(&s.worker_lanes).iter().all(|l| l.is_idle(now))
+    }
+
+    /// Waits until `is_idle`, or the timeout; returns whether idle.
+    pub fn wait_idle(&self, timeout: Option<Duration>) -> bool {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut pause = Duration::from_micros(20);
+        loop {
+            if self.is_idle() {
+                return true;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return false;
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(1));
+        }
+    }
+
+    pub fn is_shut_down(&self) -> bool {
+        self.shared.mux.is_stopped()
+    }
+
+    /// Stops accepting events, distributes what is queued, and lets every watcher finish its queue; events
+    /// that fail get one try each from now on. Waits for all of it up to `timeout`; returns whether
+    /// everything finished (when false, the watcher threads go on in the background).
+    pub fn shutdown(&self, timeout: Option<Duration>) -> bool {
+        let s = &self.shared;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        s.stop.stop();
+        s.mux.shutdown();
+        let mut threads = std::mem::take(&mut *lock(&s.threads));
+        loop {
+            threads.retain(|t| !t.is_finished());
+            if threads.is_empty() {
+                return true;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                lock(&s.threads).extend(threads);
+                return false;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+impl Drop for EventBroadcaster {
+    fn drop(&mut self) {
+        // Without a shutdown the threads would wait for events forever.
+        self.shared.stop.stop();
+    }
+}
+
+/// One write to do: the correlated event and its patch.
+struct Job {
+    event: Event,
+    key: u64,
+    patch: Vec<u8>,
+    attempts: crate::sink::Attempts,
+}
+
+/// The sink's correlator, and for each event (namespace and name, hashed) the writes correlated and not yet
+/// finished: an answer updates the correlator only when no later write of the same event is under way, so
+/// that answers arriving after later correlations cannot roll a count back.
+struct Correlation {
+    correlator: EventCorrelator,
+    outstanding: HashMap<u64, u32>,
+}
+
+struct Writer {
+    shared: Arc<Shared>,
+    sink: Arc<dyn EventSink>,
+    correlation: Mutex<Correlation>,
+    sleeper: ClockSleeper,
+    hasher: foldhash::fast::FixedState,
+}
+
+impl Writer {
+    /// `EventCorrelate` for a batch; the events to write go to `jobs`.
+    fn correlate_batch(&self, batch: &mut Vec<Arc<Event>>, jobs: &mut VecDeque<Job>) {
+        let c = &self.shared.counters;
+        let mut guard = lock(&self.correlation);
+        let Correlation { correlator, outstanding } = &mut *guard;
+        for shared_event in batch.drain(..) {
+            let mut event = Arc::unwrap_or_clone(shared_event);
+            let result = correlator.correlate_in_place(&mut event);
+            let key = self.key(&event);
+            match result {
+                Ok(o) => {
+                    if o.aggregated {
+                        c.aggregated.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if o.skip {
+                        c.skipped.fetch_add(1, Ordering::Relaxed);
+                        c.in_flight.fetch_sub(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    if event.count > 1 {
+                        c.deduplicated.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let patch = if o.patched { correlator.patch().to_vec() } else { Vec::new() };
+                    *outstanding.entry(key).or_default() += 1;
+                    jobs.push_back(Job { event, key, patch, attempts: Default::default() });
+                }
+                Err(e) => {
+                    // As client-go: a correlation failure is reported and the event is written as it is.
+                    c.correlation_errors.fetch_add(1, Ordering::Relaxed);
+                    self.shared.reporter.error(&format!("event correlation failed: {e}"));
+                    *outstanding.entry(key).or_default() += 1;
+                    jobs.push_back(Job { event, key, patch: Vec::new(), attempts: Default::default() });
+                }
+            }
+        }
+    }
+
+    fn key(&self, e: &Event) -> u64 {
+        self.hasher.hash_one((&e.metadata.namespace, &e.metadata.name))
+    }
+
+    /// Ends a job; returns whether it was the last outstanding write of its event.
+    fn finish(&self, c: &mut Correlation, key: u64) -> bool {
+        match c.outstanding.get_mut(&key) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            _ => {
+                c.outstanding.remove(&key);
+                true
+            }
+        }
+    }
+
+    /// Writes the jobs in order, sleeping on the clock between retries (with the lane marked sleeping).
+    fn write_all<T>(&self, jobs: &mut VecDeque<Job>, lane: &Lane<T>, rng: &mut SmallRng) {
+        let c = &self.shared.counters;
+        let policy = &self.shared.options.retry;
+        while !jobs.is_empty() {
+            let mut sleep = None;
+            self.sink.batch(&mut || {
+                while let Some(job) = jobs.front_mut() {
+                    let err = match record_event(&*self.sink, &mut job.event, &job.patch) {
+                        Ok((answer, written)) => {
+                            let mut guard = lock(&self.correlation);
+                            if self.finish(&mut guard, job.key) {
+                                guard.correlator.update_state(&answer);
+                            }
+                            drop(guard);
+                            match written {
+                                Written::Created => c.created.fetch_add(1, Ordering::Relaxed),
+                                Written::Patched => c.patched.fetch_add(1, Ordering::Relaxed),
+                            };
+                            jobs.pop_front();
+                            c.in_flight.fetch_sub(1, Ordering::Relaxed);
+                            continue;
+                        }
+                        Err(e) => e,
+                    };
+                    match job.attempts.after_failure(err, policy, self.sleeper.stop.is_stopped(), rng) {
+                        Next::Abandon(why) => {
+                            self.finish(&mut lock(&self.correlation), job.key);
+                            c.abandoned.fetch_add(1, Ordering::Relaxed);
+                            self.report(&why, &job.event, job.attempts.tries);
+                            jobs.pop_front();
+                            c.in_flight.fetch_sub(1, Ordering::Relaxed);
+                        }
+                        Next::SleepThenRetry { delay_nanos } => {
+                            c.retries.fetch_add(1, Ordering::Relaxed);
+                            sleep = Some(delay_nanos);
+                            return;
+                        }
+                    }
+                }
+            });
+            if let Some(d) = sleep {
+                let Ok(now) = self.sleeper.clock.now() else { continue };
+                let until = Time(now.0.saturating_add(d));
+                lane.set_activity(Activity::Sleeping(until));
+                // Interrupted by shutdown: the next attempt is the last.
+                self.sleeper.sleep_until(until);
+                lane.set_activity(Activity::Running);
+            }
+        }
+    }
+
+    fn report(&self, why: &Abandoned, event: &Event, tries: u32) {
+        let r = &event.involved_object;
+        self.shared.reporter.error(&format!(
+            "{why} (after {tries} tries); event {}/{} for {} {}/{}: {} {}",
+            event.metadata.namespace, event.metadata.name, r.kind, r.namespace, r.name, event.reason, event.message
+        ));
+    }
+}
+
+/// Go's `strconv.Quote`, as `%#v` prints strings.
+fn go_quote(out: &mut String, s: &str) {
+    out.push('"');
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\x07' => out.push_str("\\a"),
+            '\x08' => out.push_str("\\b"),
+            '\x0c' => out.push_str("\\f"),
+            '\x0b' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// The line client-go's `StartLogging` writes for an event.
+pub fn log_line(e: &Event) -> String {
+    let r = &e.involved_object;
+    let mut s = String::with_capacity(160 + e.message.len());
+    s.push_str("Event(v1.ObjectReference{");
+    for (i, (k, v)) in [
+        ("Kind", &r.kind),
+        ("Namespace", &r.namespace),
+        ("Name", &r.name),
+        ("UID", &r.uid),
+        ("APIVersion", &r.api_version),
+        ("ResourceVersion", &r.resource_version),
+        ("FieldPath", &r.field_path),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(k);
+        s.push(':');
+        go_quote(&mut s, v);
+    }
+    s.push_str("}): type: '");
+    s.push_str(&e.type_);
+    s.push_str("' reason: '");
+    s.push_str(&e.reason);
+    s.push_str("' ");
+    s.push_str(&e.message);
+    s
+}
+
+/// The message client-go's `StartStructuredLogging` writes for an event (klog's key/value form).
+pub fn structured_line(e: &Event) -> String {
+    let r = &e.involved_object;
+    let mut s = String::with_capacity(160 + e.message.len());
+    s.push_str("Event occurred object=");
+    // klog.KRef: "namespace/name", or just the name without a namespace.
+    let object = if r.namespace.is_empty() { r.name.clone() } else { format!("{}/{}", r.namespace, r.name) };
+    go_quote(&mut s, &object);
+    for (k, v) in [
+        ("fieldPath", &r.field_path),
+        ("kind", &r.kind),
+        ("apiVersion", &r.api_version),
+        ("type", &e.type_),
+        ("reason", &e.reason),
+        ("message", &e.message),
+    ] {
+        s.push(' ');
+        s.push_str(k);
+        s.push('=');
+        go_quote(&mut s, v);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests;

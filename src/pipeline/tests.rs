@@ -1,0 +1,278 @@
+use std::sync::atomic::AtomicU32;
+
+use super::*;
+use crate::clock::FakeClock;
+use crate::sink::WriteError;
+
+const START: Time = Time(1_704_067_200_000_000_000);
+
+#[derive(Default)]
+struct Quiet;
+
+impl Reporter for Quiet {
+    fn warn(&self, _: &str) {}
+    fn error(&self, _: &str) {}
+}
+
+/// Remembers every write; fails creates while `failures` is positive (with `error`).
+#[derive(Default)]
+struct Recording {
+    writes: Mutex<Vec<(Written, Event)>>,
+    failures: AtomicU32,
+    error: Option<WriteError>,
+    /// Fail the first `fail_each` creates of every involved object.
+    fail_each: u32,
+    tries: Mutex<std::collections::HashMap<String, u32>>,
+}
+
+impl EventSink for Recording {
+    fn create(&self, e: &Event) -> std::result::Result<Event, WriteError> {
+        if self.failures.load(Ordering::SeqCst) > 0 {
+            self.failures.fetch_sub(1, Ordering::SeqCst);
+            return Err(self.error.clone().unwrap_or_else(|| WriteError::retry("connection refused")));
+        }
+        let mut tries = lock(&self.tries);
+        let n = tries.entry(e.involved_object.name.clone()).or_default();
+        *n += 1;
+        if *n <= self.fail_each {
+            return Err(WriteError::retry("fake error"));
+        }
+        lock(&self.writes).push((Written::Created, e.clone()));
+        Ok(e.clone())
+    }
+    fn patch(&self, e: &Event, _: &[u8]) -> std::result::Result<Event, WriteError> {
+        lock(&self.writes).push((Written::Patched, e.clone()));
+        Ok(e.clone())
+    }
+}
+
+fn options(clock: Arc<FakeClock>) -> Options {
+    Options {
+        queue_length: 1000,
+        full_channel: FullChannel::Drop,
+        retry: RetryPolicy { max_tries: 12, sleep_nanos: 0 },
+        correlator: CorrelatorOptions::default(),
+        clock,
+        real_time: false,
+    }
+}
+
+fn reference(uid: &str, field_path: &str) -> ObjectReference {
+    ObjectReference {
+        kind: "Pod".into(),
+        namespace: "baz".into(),
+        name: "foo".into(),
+        uid: uid.into(),
+        api_version: "v1".into(),
+        field_path: field_path.into(),
+        ..Default::default()
+    }
+}
+
+fn occurrence(r: ObjectReference, reason: &str, time: Time) -> Occurrence {
+    Occurrence {
+        reference: r,
+        annotations: None,
+        type_: EventType::Normal,
+        reason: reason.into(),
+        message: "some verbose message: 1".into(),
+        time,
+        source: Arc::new(EventSource { component: "eventTest".into(), host: String::new() }),
+    }
+}
+
+/// The 7 calls of client-go's TestEventf and the (write, count) each must produce.
+fn event_table(b: &EventBroadcaster, clock: &FakeClock, sink: &Recording) {
+    let r1 = reference("bar", "spec.containers[2]");
+    let r2 = reference("differentUid", "spec.containers[3]");
+    let table = [
+        (r1.clone(), "Started", Written::Created, 1),
+        (reference("bar", ""), "Killed", Written::Created, 1),
+        (r1.clone(), "Started", Written::Patched, 2),
+        (r2.clone(), "Started", Written::Created, 1),
+        (r1, "Started", Written::Patched, 3),
+        (r2.clone(), "Stopped", Written::Created, 1),
+        (r2, "Stopped", Written::Patched, 2),
+    ];
+    for (r, reason, written, count) in table {
+        clock.step(1_000_000_000);
+        let before = lock(&sink.writes).len();
+        assert_eq!(b.record(occurrence(r.clone(), reason, clock.get())), Ok(true));
+        assert!(b.wait_idle(Some(Duration::from_secs(10))));
+        let writes = lock(&sink.writes);
+        assert_eq!(writes.len(), before + 1);
+        let (w, e) = &writes[before];
+        assert_eq!((*w, e.count, e.reason.as_str()), (written, count, reason));
+        assert_eq!(e.involved_object, r);
+        assert!(e.metadata.name.starts_with("foo."));
+        assert_eq!(e.metadata.namespace, "baz");
+        assert_eq!(e.last_timestamp, Some(clock.get()));
+        assert_eq!(e.first_timestamp != e.last_timestamp, count > 1);
+    }
+}
+
+#[test]
+fn eventf_table_and_a_fresh_cache_per_sink() {
+    let clock = Arc::new(FakeClock::new(START));
+    let b = EventBroadcaster::new(options(clock.clone()), Arc::new(Quiet)).unwrap();
+    let sink = Arc::new(Recording::default());
+    let w = b.start_recording_to_sink(sink.clone(), 1, KeyFuncs::default()).unwrap();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let l = lines.clone();
+    b.start_event_watcher("log", move |evs| lock(&l).extend(evs.iter().map(|e| log_line(e)))).unwrap();
+    event_table(&b, &clock, &sink);
+    assert_eq!(
+        lock(&lines)[0],
+        r#"Event(v1.ObjectReference{Kind:"Pod", Namespace:"baz", Name:"foo", UID:"bar", APIVersion:"v1", ResourceVersion:"", FieldPath:"spec.containers[2]"}): type: 'Normal' reason: 'Started' some verbose message: 1"#
+    );
+    // TestMultiSinkCache: a second sink starts from an empty cache and sees the same pattern.
+    w.stop();
+    let sink2 = Arc::new(Recording::default());
+    b.start_recording_to_sink(sink2.clone(), 1, KeyFuncs::default()).unwrap();
+    event_table(&b, &clock, &sink2);
+    assert_eq!(lock(&sink.writes).len(), 7);
+    assert!(b.shutdown(Some(Duration::from_secs(10))));
+    let s = b.stats();
+    assert_eq!((s.received, s.created, s.patched, s.deduplicated, s.pending), (14, 8, 6, 6, 0));
+}
+
+#[test]
+fn lots_of_events_with_failures_are_all_delivered() {
+    // TestLotsOfEvents: every create fails a few times first; with sleep 0 all 1000 arrive.
+    let clock = Arc::new(FakeClock::new(START));
+    let b = EventBroadcaster::new(options(clock.clone()), Arc::new(Quiet)).unwrap();
+    let sink = Arc::new(Recording { fail_each: 4, ..Default::default() });
+    b.start_recording_to_sink(sink.clone(), 1, KeyFuncs::default()).unwrap();
+    let logged = Arc::new(AtomicU64::new(0));
+    let l = logged.clone();
+    b.start_event_watcher("log", move |evs| {
+        l.fetch_add(evs.len() as u64, Ordering::Relaxed);
+    })
+    .unwrap();
+    for i in 0..1000 {
+        let mut r = reference("bar", "");
+        r.name = format!("foo-{i}");
+        assert_eq!(b.record(occurrence(r, &format!("Reason-{i}"), clock.get())), Ok(true));
+    }
+    assert!(b.wait_idle(Some(Duration::from_secs(30))));
+    assert!(b.shutdown(Some(Duration::from_secs(30))));
+    assert_eq!(lock(&sink.writes).len(), 1000);
+    assert_eq!(logged.load(Ordering::Relaxed), 1000);
+    let s = b.stats();
+    assert_eq!((s.created, s.retries, s.abandoned, s.dropped_incoming), (1000, 4000, 0, 0));
+}
+
+#[test]
+fn retries_sleep_on_the_fake_clock_and_abandon_after_max_tries() {
+    let clock = Arc::new(FakeClock::new(START));
+    let mut o = options(clock.clone());
+    o.retry = RetryPolicy { max_tries: 3, sleep_nanos: 10_000_000_000 };
+    let b = EventBroadcaster::new(o, Arc::new(Quiet)).unwrap();
+    let sink = Arc::new(Recording { failures: AtomicU32::new(4), ..Default::default() });
+    b.start_recording_to_sink(sink.clone(), 1, KeyFuncs::default()).unwrap();
+    let mut r = reference("bar", "");
+    b.record(occurrence(r.clone(), "A", clock.get())).unwrap();
+    r.name = "other".into();
+    b.record(occurrence(r, "B", clock.get())).unwrap();
+    // Nothing moves until the clock does: the first event waits out its first sleep.
+    assert!(b.wait_idle(Some(Duration::from_secs(10))));
+    assert_eq!(sink.failures.load(Ordering::SeqCst), 3);
+    for _ in 0..4 {
+        clock.step(10_000_000_000);
+        assert!(b.wait_idle(Some(Duration::from_secs(10))));
+    }
+    // A: 3 failed tries, abandoned; B: one more failure, then created.
+    let s = b.stats();
+    assert_eq!((s.abandoned, s.created, s.retries), (1, 1, 3));
+    assert_eq!(lock(&sink.writes)[0].1.reason, "B");
+    assert!(b.shutdown(None));
+}
+
+#[test]
+fn shutdown_gives_a_failing_event_one_try_and_returns() {
+    let clock = Arc::new(FakeClock::new(START));
+    let b = EventBroadcaster::new(options(clock.clone()), Arc::new(Quiet)).unwrap();
+    let mut o = options(clock.clone());
+    o.retry.sleep_nanos = 3_600_000_000_000;
+    let b2 = EventBroadcaster::new(o, Arc::new(Quiet)).unwrap();
+    drop(b);
+    let sink = Arc::new(Recording { failures: AtomicU32::new(1_000_000), ..Default::default() });
+    b2.start_recording_to_sink(sink.clone(), 1, KeyFuncs::default()).unwrap();
+    for i in 0..5 {
+        b2.record(occurrence(reference(&format!("u{i}"), ""), "A", clock.get())).unwrap();
+    }
+    assert!(b2.wait_idle(Some(Duration::from_secs(10))));
+    assert!(b2.shutdown(Some(Duration::from_secs(10))));
+    let s = b2.stats();
+    // The first event: one try, a sleep cut short by shutdown, one last try. The others: one try each.
+    assert_eq!((s.abandoned, s.created, s.pending), (5, 0, 0));
+    assert_eq!(sink.failures.load(Ordering::SeqCst), 1_000_000 - 6);
+    assert_eq!(b2.record(occurrence(reference("x", ""), "A", clock.get())), Err(Stopped));
+}
+
+#[test]
+fn workers_keep_the_writes_of_one_event_in_order() {
+    let clock = Arc::new(FakeClock::new(START));
+    let mut o = options(clock.clone());
+    o.correlator.burst = 1_000_000;
+    o.queue_length = 100_000;
+    let b = EventBroadcaster::new(o, Arc::new(Quiet)).unwrap();
+    let sink = Arc::new(Recording::default());
+    b.start_recording_to_sink(sink.clone(), 4, KeyFuncs::default()).unwrap();
+    for round in 0..50 {
+        for i in 0..20 {
+            let mut r = reference("bar", "");
+            r.name = format!("pod-{i}");
+            clock.step(1_000_000);
+            let _ = round;
+            assert_eq!(b.record(occurrence(r, "R", clock.get())), Ok(true));
+        }
+    }
+    assert!(b.shutdown(Some(Duration::from_secs(30))));
+    let writes = lock(&sink.writes);
+    assert_eq!(writes.len(), 1000);
+    for i in 0..20 {
+        let name = format!("pod-{i}");
+        let counts: Vec<i32> =
+            writes.iter().filter(|(_, e)| e.involved_object.name == name).map(|(_, e)| e.count).collect();
+        assert_eq!(counts, (1..=50).collect::<Vec<_>>());
+    }
+    let s = b.stats();
+    assert_eq!((s.created, s.patched), (20, 980));
+}
+
+#[test]
+fn log_line_quotes_like_go() {
+    let mut e = Event::default();
+    e.involved_object = reference("bar", "a\"b\\c\n");
+    e.type_ = "Warning".into();
+    e.reason = "R".into();
+    e.message = "m".into();
+    assert_eq!(
+        log_line(&e),
+        r#"Event(v1.ObjectReference{Kind:"Pod", Namespace:"baz", Name:"foo", UID:"bar", APIVersion:"v1", ResourceVersion:"", FieldPath:"a\"b\\c\n"}): type: 'Warning' reason: 'R' m"#
+    );
+}
+
+#[test]
+fn structured_line_is_klogs() {
+    let mut e = Event::default();
+    e.involved_object = reference("bar", "spec.containers[2]");
+    e.type_ = "Normal".into();
+    e.reason = "Started".into();
+    e.message = "some verbose message: 1".into();
+    assert_eq!(
+        structured_line(&e),
+        r#"Event occurred object="baz/foo" fieldPath="spec.containers[2]" kind="Pod" apiVersion="v1" type="Normal" reason="Started" message="some verbose message: 1""#
+    );
+    e.involved_object.namespace.clear();
+    assert!(structured_line(&e).starts_with(r#"Event occurred object="foo" "#));
+}
+
+#[test]
+fn event_types() {
+    assert_eq!(EventType::parse("Normal").unwrap(), EventType::Normal);
+    assert_eq!(EventType::parse("Warning").unwrap().as_str(), "Warning");
+    let e = EventType::parse("normal").unwrap_err().to_string();
+    assert!(e.contains("Normal") && e.contains("\"normal\""), "{e}");
+}

@@ -1,0 +1,527 @@
+//! `kubevents.Broadcaster`, `kubevents.Recorder` and `kubevents.Watcher`: the Python face of the recording
+//! pipeline. Rust threads run it; they take the GIL only to call Python sinks, callbacks and loggers.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::{PyTimeoutError, PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple};
+
+use super::clock::{clock_arg, to_duration, to_time, PyRealClock};
+use super::convert::event_to_py;
+use super::correlator::{key_funcs_from_py, options_from_py};
+use super::reference::reference_of;
+use super::sink::PySink;
+use crate::broadcaster::FullChannel;
+use crate::correlator::DEFAULT_QPS;
+use crate::event::EventSource;
+use crate::pipeline::{log_line, structured_line, EventBroadcaster, EventType, Occurrence, Options, Reporter, Watcher};
+use crate::sink::RetryPolicy;
+
+/// Logs to the `kubevents` logger.
+struct PyReporter {
+    logger: Py<PyAny>,
+}
+
+impl PyReporter {
+    fn log(&self, level: &str, message: &str) {
+        Python::attach(|py| {
+            // A broken logging set-up must not stop the pipeline.
+            let _ = self.logger.bind(py).call_method1(level, (message,));
+        })
+    }
+}
+
+impl Reporter for PyReporter {
+    fn warn(&self, message: &str) {
+        self.log("warning", message)
+    }
+    fn error(&self, message: &str) {
+        self.log("error", message)
+    }
+}
+
+fn kubevents_logger(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    py.import(intern!(py, "logging"))?.call_method1(intern!(py, "getLogger"), ("kubevents",))
+}
+
+/// How often at most a recorder warns that it is dropping events.
+const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(10);
+
+struct Shared {
+    core: EventBroadcaster,
+    reporter: Arc<PyReporter>,
+    last_drop_warning: Mutex<Option<Instant>>,
+    after_shutdown: AtomicU64,
+    key_func: Option<Py<PyAny>>,
+    message_func: Option<Py<PyAny>>,
+    spam_key_func: Option<Py<PyAny>>,
+}
+
+impl Shared {
+    fn warn_dropped(&self, why: &str) {
+        let mut last = self.last_drop_warning.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|t| t.elapsed() < DROP_WARNING_INTERVAL) {
+            return;
+        }
+        *last = Some(Instant::now());
+        let s = self.core.stats();
+        self.reporter.warn(&format!(
+            "dropping events: {why} ({} dropped at the incoming queue, {} after shutdown so far)",
+            s.dropped_incoming,
+            self.after_shutdown.load(Ordering::Relaxed)
+        ));
+    }
+}
+
+/// client-go's `EventBroadcaster` (`record.NewBroadcaster`).
+#[pyclass(module = "kubevents", name = "Broadcaster", frozen)]
+pub struct PyBroadcaster {
+    shared: Arc<Shared>,
+}
+
+fn full_channel(s: &str) -> PyResult<FullChannel> {
+    match s {
+        "drop" => Ok(FullChannel::Drop),
+        "wait" => Ok(FullChannel::Wait),
+        other => Err(PyValueError::new_err(format!("full_channel must be \"drop\" or \"wait\", got {other:?}"))),
+    }
+}
+
+fn positive(name: &str, v: i64) -> PyResult<usize> {
+    if v < 1 {
+        return Err(PyValueError::new_err(format!("{name} must be >= 1, got {v}")));
+    }
+    usize::try_from(v).map_err(|_| PyValueError::new_err(format!("{name} is too large: {v}")))
+}
+
+#[pymethods]
+impl PyBroadcaster {
+    #[new]
+    #[pyo3(signature = (*, clock=None, sleep_duration=None, max_tries=12, queue_length=1000, full_channel="drop",
+                        lru_cache_size=4096, burst=25, qps=f64::from(DEFAULT_QPS), max_events=10, max_interval=600,
+                        key_func=None, message_func=None, spam_key_func=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        clock: Option<&Bound<'_, PyAny>>,
+        sleep_duration: Option<&Bound<'_, PyAny>>,
+        max_tries: i64,
+        queue_length: i64,
+        full_channel: &str,
+        lru_cache_size: i64,
+        burst: i64,
+        qps: f64,
+        max_events: i64,
+        max_interval: i64,
+        key_func: Option<Py<PyAny>>,
+        message_func: Option<Py<PyAny>>,
+        spam_key_func: Option<Py<PyAny>>,
+    ) -> PyResult<Self> {
+        let correlator = options_from_py(lru_cache_size, burst, qps, max_events, max_interval)?;
+        // Checks the key functions now; every sink gets its own wrappers later.
+        key_funcs_from_py(
+            key_func.as_ref().map(|f| f.clone_ref(py)),
+            message_func.as_ref().map(|f| f.clone_ref(py)),
+            spam_key_func.as_ref().map(|f| f.clone_ref(py)),
+        )?;
+        let sleep_nanos = match sleep_duration {
+            None => crate::sink::DEFAULT_SLEEP_NANOS,
+            Some(d) => to_duration(d, "sleep_duration")?,
+        };
+        if sleep_nanos < 0 {
+            return Err(PyValueError::new_err("sleep_duration must be >= 0"));
+        }
+        let real_time = clock.is_none_or(|c| c.is_none() || c.cast::<PyRealClock>().is_ok());
+        let options = Options {
+            queue_length: positive("queue_length", queue_length)?,
+            full_channel: self::full_channel(full_channel)?,
+            retry: RetryPolicy { max_tries: positive("max_tries", max_tries)?.min(u32::MAX as usize) as u32, sleep_nanos },
+            correlator,
+            clock: clock_arg(clock)?,
+            real_time,
+        };
+        let reporter = Arc::new(PyReporter { logger: kubevents_logger(py)?.unbind() });
+        let core = EventBroadcaster::new(options, reporter.clone())?;
+        Ok(PyBroadcaster {
+            shared: Arc::new(Shared {
+                core,
+                reporter,
+                last_drop_warning: Mutex::new(None),
+                after_shutdown: AtomicU64::new(0),
+                key_func,
+                message_func,
+                spam_key_func,
+            }),
+        })
+    }
+
+    /// A recorder whose events have source `component` (and `host`).
+    #[pyo3(signature = (component, host=None))]
+    fn new_recorder(&self, component: String, host: Option<String>) -> PyRecorder {
+        PyRecorder {
+            shared: self.shared.clone(),
+            source: Arc::new(EventSource { component, host: host.unwrap_or_default() }),
+        }
+    }
+
+    /// Correlates every later event with a fresh correlator and writes it to `sink` with client-go's retries.
+    /// `workers` writes may run at once; the writes of one event stay in order.
+    #[pyo3(signature = (sink, *, workers=1))]
+    fn start_recording_to_sink(&self, py: Python<'_>, sink: &Bound<'_, PyAny>, workers: i64) -> PyResult<PyWatcher> {
+        let workers = positive("workers", workers)?;
+        let sink = Arc::new(PySink::new(sink)?);
+        let s = &self.shared;
+        let funcs = key_funcs_from_py(
+            s.key_func.as_ref().map(|f| f.clone_ref(py)),
+            s.message_func.as_ref().map(|f| f.clone_ref(py)),
+            s.spam_key_func.as_ref().map(|f| f.clone_ref(py)),
+        )?;
+        let w = py.detach(|| s.core.start_recording_to_sink(sink, workers, funcs))?;
+        Ok(PyWatcher { inner: w })
+    }
+
+    /// Logs every later event as client-go's `StartLogging` does, at INFO on `logger` (default: the
+    /// `kubevents` logger), or by calling `logger(line)` when it is a plain callable.
+    #[pyo3(signature = (logger=None))]
+    fn start_logging(&self, py: Python<'_>, logger: Option<&Bound<'_, PyAny>>) -> PyResult<PyWatcher> {
+        self.start_lines(py, "logging", logger, log_line)
+    }
+
+    /// Logs every later event as client-go's `StartStructuredLogging` does (`Event occurred object="ns/name"
+    /// fieldPath=... kind=... apiVersion=... type=... reason=... message=...`), like `start_logging`.
+    #[pyo3(signature = (logger=None))]
+    fn start_structured_logging(&self, py: Python<'_>, logger: Option<&Bound<'_, PyAny>>) -> PyResult<PyWatcher> {
+        self.start_lines(py, "structured-logging", logger, structured_line)
+    }
+
+    /// Calls `callback(event)` (a dict) for every later event, in order, on a thread of the broadcaster.
+    fn start_event_watcher(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<PyWatcher> {
+        if !callback.bind(py).is_callable() {
+            return Err(PyTypeError::new_err("callback must be callable"));
+        }
+        let shared = self.shared.clone();
+        self.start(py, "watcher", move |events| {
+            Python::attach(|py| {
+                for e in events {
+                    let r = event_to_py(py, e).and_then(|d| callback.bind(py).call1((d,)));
+                    if let Err(e) = r {
+                        shared.handler_failed(py, "event watcher callback", e);
+                    }
+                }
+            })
+        })
+    }
+
+    /// Stops accepting events, distributes what is queued and lets every sink deliver what it holds (once
+    /// shut down, a failing event gets one more try). Returns the final `stats()` when all of that is done;
+    /// raises `TimeoutError` saying how many deliveries are still pending when `timeout` (seconds) passes
+    /// first. Idempotent.
+    #[pyo3(signature = (timeout=None))]
+    fn shutdown<'py>(&self, py: Python<'py>, timeout: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+        let timeout = match timeout.filter(|t| !t.is_none()) {
+            None => None,
+            Some(t) => Some(Duration::from_nanos(to_duration(t, "timeout")?.max(0) as u64)),
+        };
+        let done = py.detach(|| self.shared.core.shutdown(timeout));
+        let stats = self.stats(py)?;
+        if !done {
+            let pending = self.shared.core.stats().pending;
+            return Err(PyTimeoutError::new_err(format!(
+                "shutdown timed out with {pending} deliveries still pending; they go on in the background"
+            )));
+        }
+        let abandoned = self.shared.core.stats().abandoned;
+        if abandoned > 0 {
+            self.shared.reporter.warn(&format!("shut down: {abandoned} events could not be delivered (see stats())"));
+        }
+        Ok(stats)
+    }
+
+    /// Waits until nothing can happen without the clock moving: every queue is empty, or its worker sleeps
+    /// until a later instant between retries. Returns False if `timeout` (seconds) passed first. For tests
+    /// with a FakeClock: step the clock, then wait_idle().
+    #[pyo3(signature = (timeout=None))]
+    fn wait_idle(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        let timeout = match timeout.filter(|t| !t.is_none()) {
+            None => None,
+            Some(t) => Some(Duration::from_nanos(to_duration(t, "timeout")?.max(0) as u64)),
+        };
+        Ok(py.detach(|| self.shared.core.wait_idle(timeout)))
+    }
+
+    /// Counters: received, dropped_incoming, dropped_after_shutdown, dropped_watchers (per watcher name),
+    /// aggregated, deduplicated, skipped (spam filter), created, patched, retries, abandoned, handler_errors,
+    /// pending (deliveries queued or under way).
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = py.detach(|| self.shared.core.stats());
+        let d = PyDict::new(py);
+        d.set_item("received", s.received + self.shared.after_shutdown.load(Ordering::Relaxed))?;
+        d.set_item("dropped_incoming", s.dropped_incoming)?;
+        d.set_item("dropped_after_shutdown", self.shared.after_shutdown.load(Ordering::Relaxed))?;
+        let w = PyDict::new(py);
+        for (name, n) in s.dropped_watchers {
+            w.set_item(name, n)?;
+        }
+        d.set_item("dropped_watchers", w)?;
+        d.set_item("aggregated", s.aggregated)?;
+        d.set_item("deduplicated", s.deduplicated)?;
+        d.set_item("skipped", s.skipped)?;
+        d.set_item("created", s.created)?;
+        d.set_item("patched", s.patched)?;
+        d.set_item("retries", s.retries)?;
+        d.set_item("abandoned", s.abandoned)?;
+        d.set_item("handler_errors", s.handler_errors)?;
+        d.set_item("pending", s.pending)?;
+        Ok(d)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.shutdown(py, None)?;
+        Ok(false)
+    }
+
+    fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let fut = pyo3_async_runtimes::get_running_loop(py)?.call_method0("create_future")?;
+        fut.call_method1("set_result", (slf,))?;
+        Ok(fut)
+    }
+
+    /// Shuts down on a thread of the loop's default executor, so that async sinks can still run on the loop.
+    #[pyo3(signature = (*_exc))]
+    fn __aexit__<'py>(slf: Bound<'py, Self>, _exc: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let event_loop = pyo3_async_runtimes::get_running_loop(py)?;
+        let shutdown = slf.getattr("shutdown")?;
+        event_loop.call_method1("run_in_executor", (py.None(), shutdown))
+    }
+}
+
+impl PyBroadcaster {
+    fn start_lines(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        logger: Option<&Bound<'_, PyAny>>,
+        format: fn(&crate::event::Event) -> String,
+    ) -> PyResult<PyWatcher> {
+        let target = match logger.filter(|l| !l.is_none()) {
+            None => kubevents_logger(py)?.getattr("info")?,
+            // A logging.Logger (or adapter) logs at INFO; any other callable gets the line.
+            Some(l) if l.hasattr("isEnabledFor")? => l.getattr("info")?,
+            Some(l) if l.is_callable() => l.clone(),
+            Some(l) => {
+                return Err(PyTypeError::new_err(format!(
+                    "logger: expected a logging.Logger or a callable taking the line, got {}",
+                    l.get_type().name()?
+                )))
+            }
+        }
+        .unbind();
+        let shared = self.shared.clone();
+        self.start(py, kind, move |events| {
+            let lines: Vec<String> = events.iter().map(|e| format(e)).collect();
+            Python::attach(|py| {
+                for line in lines {
+                    if let Err(e) = target.bind(py).call1((line,)) {
+                        shared.handler_failed(py, "logger", e);
+                    }
+                }
+            })
+        })
+    }
+
+    fn start(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        handler: impl FnMut(&[Arc<crate::event::Event>]) + Send + 'static,
+    ) -> PyResult<PyWatcher> {
+        let w = py
+            .detach(|| self.shared.core.start_event_watcher(kind, handler))
+            .map_err(|s| PyValueError::new_err(s.to_string()))?;
+        Ok(PyWatcher { inner: w })
+    }
+}
+
+impl Shared {
+    fn handler_failed(&self, py: Python<'_>, what: &str, e: PyErr) {
+        self.core.count_handler_error();
+        let msg = format!("{what} raised {}", e.value(py).repr().map(|r| r.to_string()).unwrap_or_default());
+        self.reporter.error(&msg);
+    }
+}
+
+/// A started watcher; `stop()` ends it.
+#[pyclass(module = "kubevents", name = "Watcher", frozen)]
+pub struct PyWatcher {
+    inner: Watcher,
+}
+
+#[pymethods]
+impl PyWatcher {
+    /// Stops the watcher: it gets no more events, and what it had queued is discarded (as in client-go).
+    fn stop(&self, py: Python<'_>) {
+        py.detach(|| self.inner.stop())
+    }
+
+    /// The watcher's name in `Broadcaster.stats()["dropped_watchers"]`.
+    #[getter]
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// Events this watcher lost because its queue was full.
+    #[getter]
+    fn dropped(&self) -> u64 {
+        self.inner.dropped()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Watcher({:?})", self.inner.name())
+    }
+}
+
+/// client-go's `EventRecorder`: builds events for objects and queues them without ever blocking.
+#[pyclass(module = "kubevents", name = "Recorder", frozen)]
+pub struct PyRecorder {
+    shared: Arc<Shared>,
+    source: Arc<EventSource>,
+}
+
+fn format_message(fmt: &Bound<'_, PyString>, args: &Bound<'_, PyTuple>) -> PyResult<String> {
+    if args.is_empty() {
+        return Ok(fmt.to_str()?.to_owned());
+    }
+    let out = fmt.as_any().rem(args)?;
+    Ok(out.cast::<PyString>()?.to_str()?.to_owned())
+}
+
+impl PyRecorder {
+    #[allow(clippy::too_many_arguments)]
+    fn generate(
+        &self,
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        annotations: Option<BTreeMap<String, String>>,
+        type_: &str,
+        reason: String,
+        message: String,
+        time: Option<crate::time::Time>,
+        field_path: Option<&str>,
+    ) -> PyResult<()> {
+        let type_ = EventType::parse(type_)?;
+        let reference = reference_of(obj, field_path)?;
+        let core = &self.shared.core;
+        let time = match time {
+            Some(t) => t,
+            None => core.clock().now()?,
+        };
+        let o = Occurrence { reference, annotations, type_, reason, message, time, source: self.source.clone() };
+        match core.record(o) {
+            Ok(true) => {}
+            Ok(false) => self.shared.warn_dropped("the incoming queue is full"),
+            Err(_) => {
+                self.shared.after_shutdown.fetch_add(1, Ordering::Relaxed);
+                self.shared.warn_dropped("the broadcaster is shut down");
+            }
+        }
+        let _ = py;
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl PyRecorder {
+    /// Records an event for `obj` with `message` as given.
+    #[pyo3(signature = (obj, r#type, reason, message, *, field_path=None))]
+    fn event(
+        &self,
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        r#type: &str,
+        reason: String,
+        message: String,
+        field_path: Option<&str>,
+    ) -> PyResult<()> {
+        self.generate(py, obj, None, r#type, reason, message, None, field_path)
+    }
+
+    /// Records an event whose message is `fmt % args` (or `fmt` as it is when no args are given).
+    #[pyo3(signature = (obj, r#type, reason, fmt, *args, field_path=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn eventf(
+        &self,
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        r#type: &str,
+        reason: String,
+        fmt: &Bound<'_, PyString>,
+        args: &Bound<'_, PyTuple>,
+        field_path: Option<&str>,
+    ) -> PyResult<()> {
+        let message = format_message(fmt, args)?;
+        self.generate(py, obj, None, r#type, reason, message, None, field_path)
+    }
+
+    /// `eventf` with annotations on the event.
+    #[pyo3(signature = (obj, annotations, r#type, reason, fmt, *args, field_path=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn annotated_eventf(
+        &self,
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        annotations: Option<BTreeMap<String, String>>,
+        r#type: &str,
+        reason: String,
+        fmt: &Bound<'_, PyString>,
+        args: &Bound<'_, PyTuple>,
+        field_path: Option<&str>,
+    ) -> PyResult<()> {
+        let message = format_message(fmt, args)?;
+        self.generate(py, obj, annotations.filter(|a| !a.is_empty()), r#type, reason, message, None, field_path)
+    }
+
+    /// `eventf` for something that happened at `timestamp` (a datetime or epoch seconds), which becomes the
+    /// event's first and last timestamp.
+    #[pyo3(signature = (obj, timestamp, r#type, reason, fmt, *args, field_path=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn past_eventf(
+        &self,
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        timestamp: &Bound<'_, PyAny>,
+        r#type: &str,
+        reason: String,
+        fmt: &Bound<'_, PyString>,
+        args: &Bound<'_, PyTuple>,
+        field_path: Option<&str>,
+    ) -> PyResult<()> {
+        let t = to_time(timestamp, "timestamp")?;
+        let message = format_message(fmt, args)?;
+        self.generate(py, obj, None, r#type, reason, message, Some(t), field_path)
+    }
+
+    /// The event source: `{"component": ..., "host": ...}`.
+    #[getter]
+    fn source<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("component", &self.source.component)?;
+        d.set_item("host", &self.source.host)?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Recorder(component={:?}, host={:?})", self.source.component, self.source.host)
+    }
+}

@@ -1,0 +1,213 @@
+//! `GetReference` for Python objects: manifests and ObjectReference dicts, any mapping (kopf bodies), the
+//! official client's models (`V1Pod` ...), and classes registered with `register_kind`.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyMapping, PyString, PyType};
+
+use crate::event::ObjectReference;
+use crate::reference::{api_version_of_kind, kind_of_model_class, register_kind as core_register_kind};
+
+/// Classes registered with `register_kind(..., cls=...)`: type -> (kind, apiVersion).
+fn registered_types(py: Python<'_>) -> &Bound<'_, PyDict> {
+    static TYPES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+    TYPES.get_or_init(py, || PyDict::new(py).unbind()).bind(py)
+}
+
+fn type_name(v: &Bound<'_, PyAny>) -> String {
+    v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+}
+
+/// A string field: missing and None are empty; anything else but str is a TypeError.
+fn string(v: Option<Bound<'_, PyAny>>, what: &str, out: &mut String) -> PyResult<()> {
+    out.clear();
+    if let Some(v) = v.filter(|v| !v.is_none()) {
+        let s = v.cast::<PyString>().map_err(|_| {
+            PyTypeError::new_err(format!("obj: {what} must be a str, got {}", type_name(&v)))
+        })?;
+        out.push_str(s.to_str()?);
+    }
+    Ok(())
+}
+
+fn item<'py>(d: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    d.get_item(key)
+}
+
+fn attr<'py>(o: &Bound<'py, PyAny>, name: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    match o.getattr(name) {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(o.py()) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn mapping_as_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    if let Ok(d) = v.cast::<PyDict>() {
+        return Ok(Some(d.clone()));
+    }
+    if v.cast::<PyMapping>().is_ok() {
+        let d = PyDict::new(v.py());
+        d.update(v.cast::<PyMapping>()?)?;
+        return Ok(Some(d));
+    }
+    Ok(None)
+}
+
+fn from_dict(py: Python<'_>, d: &Bound<'_, PyDict>, r: &mut ObjectReference) -> PyResult<()> {
+    string(item(d, intern!(py, "kind"))?, "kind", &mut r.kind)?;
+    string(item(d, intern!(py, "apiVersion"))?, "apiVersion", &mut r.api_version)?;
+    match item(d, intern!(py, "metadata"))? {
+        Some(meta) if !meta.is_none() => {
+            let Some(m) = mapping_as_dict(&meta)? else {
+                return metadata_object(py, &meta, r);
+            };
+            string(item(&m, intern!(py, "name"))?, "metadata.name", &mut r.name)?;
+            string(item(&m, intern!(py, "namespace"))?, "metadata.namespace", &mut r.namespace)?;
+            string(item(&m, intern!(py, "uid"))?, "metadata.uid", &mut r.uid)?;
+            string(item(&m, intern!(py, "resourceVersion"))?, "metadata.resourceVersion", &mut r.resource_version)
+        }
+        _ => {
+            // An ObjectReference.
+            string(item(d, intern!(py, "name"))?, "name", &mut r.name)?;
+            string(item(d, intern!(py, "namespace"))?, "namespace", &mut r.namespace)?;
+            string(item(d, intern!(py, "uid"))?, "uid", &mut r.uid)?;
+            string(item(d, intern!(py, "resourceVersion"))?, "resourceVersion", &mut r.resource_version)?;
+            string(item(d, intern!(py, "fieldPath"))?, "fieldPath", &mut r.field_path)
+        }
+    }
+}
+
+/// `metadata` as an object (the official client's `V1ObjectMeta`).
+fn metadata_object(py: Python<'_>, meta: &Bound<'_, PyAny>, r: &mut ObjectReference) -> PyResult<()> {
+    string(attr(meta, intern!(py, "name"))?, "metadata.name", &mut r.name)?;
+    string(attr(meta, intern!(py, "namespace"))?, "metadata.namespace", &mut r.namespace)?;
+    string(attr(meta, intern!(py, "uid"))?, "metadata.uid", &mut r.uid)?;
+    string(attr(meta, intern!(py, "resource_version"))?, "metadata.resource_version", &mut r.resource_version)
+}
+
+fn from_object(py: Python<'_>, o: &Bound<'_, PyAny>, r: &mut ObjectReference) -> PyResult<bool> {
+    string(attr(o, intern!(py, "kind"))?, "kind", &mut r.kind)?;
+    string(attr(o, intern!(py, "api_version"))?, "api_version", &mut r.api_version)?;
+    if let Some(meta) = attr(o, intern!(py, "metadata"))?.filter(|m| !m.is_none()) {
+        match mapping_as_dict(&meta)? {
+            Some(m) => {
+                string(item(&m, intern!(py, "name"))?, "metadata.name", &mut r.name)?;
+                string(item(&m, intern!(py, "namespace"))?, "metadata.namespace", &mut r.namespace)?;
+                string(item(&m, intern!(py, "uid"))?, "metadata.uid", &mut r.uid)?;
+                string(item(&m, intern!(py, "resourceVersion"))?, "metadata.resourceVersion", &mut r.resource_version)?;
+            }
+            None => metadata_object(py, &meta, r)?,
+        }
+        return Ok(true);
+    }
+    // The official client's V1ObjectReference.
+    if attr(o, intern!(py, "name"))?.is_some() && attr(o, intern!(py, "field_path"))?.is_some() {
+        string(attr(o, intern!(py, "name"))?, "name", &mut r.name)?;
+        string(attr(o, intern!(py, "namespace"))?, "namespace", &mut r.namespace)?;
+        string(attr(o, intern!(py, "uid"))?, "uid", &mut r.uid)?;
+        string(attr(o, intern!(py, "resource_version"))?, "resource_version", &mut r.resource_version)?;
+        string(attr(o, intern!(py, "field_path"))?, "field_path", &mut r.field_path)?;
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// The reference of `obj`, with `field_path` when given (client-go's `GetReference`/`GetPartialReference`).
+/// Kind and apiVersion missing on the object come from `register_kind` and the built-in kinds.
+pub fn reference_of(obj: &Bound<'_, PyAny>, field_path: Option<&str>) -> PyResult<ObjectReference> {
+    let py = obj.py();
+    let mut r = ObjectReference::default();
+    if let Ok(d) = obj.cast::<PyDict>() {
+        from_dict(py, d, &mut r)?;
+    } else if let Some(d) = mapping_as_dict(obj)? {
+        from_dict(py, &d, &mut r)?;
+    } else if !from_object(py, obj, &mut r)? {
+        return Err(PyValueError::new_err(format!(
+            "obj: cannot make an object reference of a {}: expected a manifest or ObjectReference dict, a mapping \
+             with metadata, or an object with a metadata attribute",
+            type_name(obj)
+        )));
+    }
+    if let Some(f) = field_path {
+        r.field_path.clear();
+        r.field_path.push_str(f);
+    }
+    if r.kind.is_empty() || r.api_version.is_empty() {
+        fill_kind(obj, &mut r)?;
+    }
+    if r.name.is_empty() {
+        return Err(PyValueError::new_err(format!(
+            "obj: the {} has no name (metadata.name, or name in an ObjectReference)",
+            if r.kind.is_empty() { type_name(obj) } else { r.kind.clone() }
+        )));
+    }
+    Ok(r)
+}
+
+fn fill_kind(obj: &Bound<'_, PyAny>, r: &mut ObjectReference) -> PyResult<()> {
+    let py = obj.py();
+    let ty = obj.get_type();
+    if let Some(found) = registered_types(py).get_item(&ty)? {
+        let (kind, api_version): (String, String) = found.extract()?;
+        if r.kind.is_empty() {
+            r.kind = kind;
+        }
+        if r.api_version.is_empty() {
+            r.api_version = api_version;
+        }
+        return Ok(());
+    }
+    if r.kind.is_empty() {
+        match kind_of_model_class(&ty.name()?.to_string()) {
+            Some((kind, api_version)) => {
+                r.kind = kind;
+                if r.api_version.is_empty() {
+                    r.api_version = api_version;
+                }
+            }
+            None => {
+                return Err(PyValueError::new_err(format!(
+                    "obj: the {} has no kind; set kind and apiVersion, or register its class with \
+                     kubevents.register_kind",
+                    type_name(obj)
+                )))
+            }
+        }
+    }
+    if r.api_version.is_empty() {
+        r.api_version = api_version_of_kind(&r.kind).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "obj: the {} has no apiVersion and {:?} is not a built-in kind; set apiVersion or call \
+                 kubevents.register_kind({:?}, api_version)",
+                r.kind, r.kind, r.kind
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// Makes a custom kind known, as adding it to client-go's scheme does: objects of `kind` without an
+/// `apiVersion` get `api_version`, and objects of class `cls` (when given) get both.
+#[pyfunction]
+#[pyo3(signature = (kind, api_version, *, cls=None))]
+pub fn register_kind(py: Python<'_>, kind: &str, api_version: &str, cls: Option<&Bound<'_, PyType>>) -> PyResult<()> {
+    if kind.is_empty() || api_version.is_empty() {
+        return Err(PyValueError::new_err("register_kind: kind and api_version must not be empty"));
+    }
+    core_register_kind(kind, api_version);
+    if let Some(cls) = cls {
+        registered_types(py).set_item(cls, (kind, api_version))?;
+    }
+    Ok(())
+}
+
+/// The object reference kubevents would put in an event for `obj` (a dict of the ObjectReference shape).
+#[pyfunction]
+#[pyo3(signature = (obj, *, field_path=None))]
+pub fn object_reference<'py>(obj: &Bound<'py, PyAny>, field_path: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
+    let r = reference_of(obj, field_path)?;
+    super::convert::reference_to_py(obj.py(), &r)
+}

@@ -1,0 +1,167 @@
+//! Python objects as event sinks: `create(event) -> dict`, `patch(event, patch: bytes) -> dict`, plain or
+//! `async def`. Async methods run on the asyncio loop that was running when the sink was attached
+//! (pyo3-async-runtimes); the calling worker thread waits for them without the GIL.
+//!
+//! `call` and `classify` are independent of the event API, for recorders of other event types.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyInt, PyString};
+use pyo3_async_runtimes::TaskLocals;
+
+use super::convert::{event_from_py, event_to_py};
+use crate::event::Event;
+use crate::sink::{EventSink, WriteError};
+
+/// A failed sink call as a write error: the exception's HTTP `status` when it has one (the official
+/// clients' `ApiException`), else `TypeError`/`ValueError` give up and anything else is retried.
+pub fn classify(py: Python<'_>, err: &PyErr) -> WriteError {
+    let value = err.value(py);
+    let message = format!("{}: {}", value.get_type().name().map(|n| n.to_string()).unwrap_or_default(), value);
+    if let Ok(Some(status)) = value.getattr_opt(intern!(py, "status")) {
+        if status.is_instance_of::<PyInt>() {
+            if let Ok(s) = status.extract::<u16>() {
+                return WriteError::status(s, message);
+            }
+        }
+    }
+    if err.is_instance_of::<PyTypeError>(py) || err.is_instance_of::<PyValueError>(py) {
+        WriteError::give_up(message)
+    } else {
+        WriteError::retry(message)
+    }
+}
+
+/// A Python sink's methods and, for async ones, the loop they run on.
+pub struct PySink {
+    create: Py<PyAny>,
+    patch: Py<PyAny>,
+    locals: Option<TaskLocals>,
+}
+
+fn is_coroutine_function(py: Python<'_>, f: &Bound<'_, PyAny>) -> PyResult<bool> {
+    py.import(intern!(py, "inspect"))?.call_method1(intern!(py, "iscoroutinefunction"), (f,))?.is_truthy()
+}
+
+impl PySink {
+    /// Checks the sink and, if any of its methods is `async def`, captures the running loop.
+    pub fn new(sink: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = sink.py();
+        let method = |name: &str| -> PyResult<Bound<'_, PyAny>> {
+            match sink.getattr_opt(name)? {
+                Some(m) if m.is_callable() => Ok(m),
+                _ => Err(PyTypeError::new_err(format!(
+                    "sink: a {} has no {name}() method; a sink needs create(event) and patch(event, patch)",
+                    sink.get_type().name()?
+                ))),
+            }
+        };
+        let create = method("create")?;
+        let patch = method("patch")?;
+        let is_async = is_coroutine_function(py, &create)? || is_coroutine_function(py, &patch)?;
+        let locals = if is_async {
+            let event_loop = pyo3_async_runtimes::get_running_loop(py).map_err(|_| {
+                PyValueError::new_err(
+                    "sink: an async sink runs on the asyncio loop that is running when it is attached; call \
+                     start_recording_to_sink from a coroutine",
+                )
+            })?;
+            Some(TaskLocals::new(event_loop))
+        } else {
+            None
+        };
+        Ok(PySink { create: create.unbind(), patch: patch.unbind(), locals })
+    }
+
+    /// Calls `method(*args)`; an awaitable result is awaited on the sink's loop, without the GIL.
+    pub fn call<'py>(
+        &self,
+        py: Python<'py>,
+        method: &Py<PyAny>,
+        args: Bound<'py, pyo3::types::PyTuple>,
+    ) -> Result<Bound<'py, PyAny>, WriteError> {
+        let out = method.bind(py).call1(args).map_err(|e| classify(py, &e))?;
+        if !out.hasattr(intern!(py, "__await__")).unwrap_or(false) {
+            return Ok(out);
+        }
+        let Some(locals) = &self.locals else {
+            return Err(WriteError::give_up(
+                "the sink returned an awaitable from a method that is not async def; no loop to run it on",
+            ));
+        };
+        let event_loop = locals.event_loop(py);
+        if event_loop.call_method0(intern!(py, "is_closed")).and_then(|c| c.is_truthy()).unwrap_or(true) {
+            let _ = out.call_method0(intern!(py, "close"));
+            return Err(WriteError::give_up("the asyncio loop of the async sink is closed"));
+        }
+        let future = pyo3_async_runtimes::into_future_with_locals(locals, out).map_err(|e| classify(py, &e))?;
+        let result = py.detach(|| futures_executor::block_on(future));
+        result.map(|v| v.into_bound(py)).map_err(|e| classify(py, &e))
+    }
+
+    /// The server's event from a sink's answer. None means the event was written as sent; the very dict
+    /// that was sent is read back only for what the correlator keeps of an answer.
+    fn answer(&self, sent: &Event, sent_dict: &Bound<'_, PyDict>, out: Bound<'_, PyAny>) -> Result<Event, WriteError> {
+        let py = out.py();
+        if out.is_none() {
+            return Ok(sent.clone());
+        }
+        if out.is(sent_dict) {
+            return state_fields(py, sent, sent_dict).map_err(|e| WriteError::give_up(format!("sink answer: {e}")));
+        }
+        event_from_py(&out).map_err(|e| WriteError::give_up(format!("sink answer: {}", e.value(py))))
+    }
+}
+
+/// `sent` with the fields `UpdateState` keeps (name, resourceVersion, count, firstTimestamp) read from `d`.
+fn state_fields(py: Python<'_>, sent: &Event, d: &Bound<'_, PyDict>) -> PyResult<Event> {
+    let mut e = sent.clone();
+    if let Some(m) = d.get_item(intern!(py, "metadata"))?.filter(|m| !m.is_none()) {
+        let m = m.cast::<PyDict>().map_err(|_| PyTypeError::new_err("event.metadata: expected a dict"))?;
+        for (key, out) in [("name", &mut e.metadata.name), ("resourceVersion", &mut e.metadata.resource_version)] {
+            out.clear();
+            if let Some(v) = m.get_item(key)?.filter(|v| !v.is_none()) {
+                out.push_str(v.cast::<PyString>().map_err(|_| {
+                    PyTypeError::new_err(format!("event.metadata.{key}: expected str"))
+                })?.to_str()?);
+            }
+        }
+    }
+    let partial = PyDict::new(py);
+    partial.set_item("involvedObject", PyDict::new(py))?;
+    for key in ["count", "firstTimestamp"] {
+        if let Some(v) = d.get_item(key)? {
+            partial.set_item(key, v)?;
+        }
+    }
+    let read = event_from_py(&partial)?;
+    e.count = read.count;
+    e.first_timestamp = read.first_timestamp;
+    Ok(e)
+}
+
+impl EventSink for PySink {
+    fn create(&self, event: &Event) -> Result<Event, WriteError> {
+        Python::attach(|py| {
+            let d = event_to_py(py, event).map_err(|e| classify(py, &e))?;
+            let args = pyo3::types::PyTuple::new(py, [d.as_any()]).map_err(|e| classify(py, &e))?;
+            let out = self.call(py, &self.create, args)?;
+            self.answer(event, &d, out)
+        })
+    }
+
+    fn patch(&self, event: &Event, patch: &[u8]) -> Result<Event, WriteError> {
+        Python::attach(|py| {
+            let d = event_to_py(py, event).map_err(|e| classify(py, &e))?;
+            let args = pyo3::types::PyTuple::new(py, [d.as_any(), PyBytes::new(py, patch).as_any()])
+                .map_err(|e| classify(py, &e))?;
+            let out = self.call(py, &self.patch, args)?;
+            self.answer(event, &d, out)
+        })
+    }
+
+    fn batch(&self, f: &mut dyn FnMut()) {
+        Python::attach(|_| f())
+    }
+}

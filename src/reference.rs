@@ -1,0 +1,188 @@
+//! What client-go's `reference.GetReference` needs from a scheme: the group/version of each kind, for objects
+//! that do not carry their own `apiVersion`/`kind` (typed client objects, the items of a list call).
+//!
+//! Built-in kinds come from a fixed table; custom resources are added with `register_kind`.
+
+use std::collections::HashMap;
+use std::sync::{OnceLock, RwLock};
+
+/// Built-in kinds and their API group ("" is the core group). The version comes from the object (a model
+/// class name like `V1Deployment`) or, when nothing says it, is the group's stable version below.
+const BUILTIN: &[(&str, &str, &str)] = &[
+    // kind, group, preferred version
+    ("Binding", "", "v1"),
+    ("ComponentStatus", "", "v1"),
+    ("ConfigMap", "", "v1"),
+    ("Endpoints", "", "v1"),
+    ("Event", "", "v1"),
+    ("LimitRange", "", "v1"),
+    ("Namespace", "", "v1"),
+    ("Node", "", "v1"),
+    ("PersistentVolume", "", "v1"),
+    ("PersistentVolumeClaim", "", "v1"),
+    ("Pod", "", "v1"),
+    ("PodTemplate", "", "v1"),
+    ("ReplicationController", "", "v1"),
+    ("ResourceQuota", "", "v1"),
+    ("Secret", "", "v1"),
+    ("Service", "", "v1"),
+    ("ServiceAccount", "", "v1"),
+    ("MutatingWebhookConfiguration", "admissionregistration.k8s.io", "v1"),
+    ("ValidatingWebhookConfiguration", "admissionregistration.k8s.io", "v1"),
+    ("ValidatingAdmissionPolicy", "admissionregistration.k8s.io", "v1"),
+    ("ValidatingAdmissionPolicyBinding", "admissionregistration.k8s.io", "v1"),
+    ("CustomResourceDefinition", "apiextensions.k8s.io", "v1"),
+    ("APIService", "apiregistration.k8s.io", "v1"),
+    ("ControllerRevision", "apps", "v1"),
+    ("DaemonSet", "apps", "v1"),
+    ("Deployment", "apps", "v1"),
+    ("ReplicaSet", "apps", "v1"),
+    ("StatefulSet", "apps", "v1"),
+    ("TokenReview", "authentication.k8s.io", "v1"),
+    ("LocalSubjectAccessReview", "authorization.k8s.io", "v1"),
+    ("SelfSubjectAccessReview", "authorization.k8s.io", "v1"),
+    ("SubjectAccessReview", "authorization.k8s.io", "v1"),
+    ("HorizontalPodAutoscaler", "autoscaling", "v2"),
+    ("CronJob", "batch", "v1"),
+    ("Job", "batch", "v1"),
+    ("CertificateSigningRequest", "certificates.k8s.io", "v1"),
+    ("Lease", "coordination.k8s.io", "v1"),
+    ("EndpointSlice", "discovery.k8s.io", "v1"),
+    ("FlowSchema", "flowcontrol.apiserver.k8s.io", "v1"),
+    ("PriorityLevelConfiguration", "flowcontrol.apiserver.k8s.io", "v1"),
+    ("Ingress", "networking.k8s.io", "v1"),
+    ("IngressClass", "networking.k8s.io", "v1"),
+    ("NetworkPolicy", "networking.k8s.io", "v1"),
+    ("RuntimeClass", "node.k8s.io", "v1"),
+    ("PodDisruptionBudget", "policy", "v1"),
+    ("ClusterRole", "rbac.authorization.k8s.io", "v1"),
+    ("ClusterRoleBinding", "rbac.authorization.k8s.io", "v1"),
+    ("Role", "rbac.authorization.k8s.io", "v1"),
+    ("RoleBinding", "rbac.authorization.k8s.io", "v1"),
+    ("PriorityClass", "scheduling.k8s.io", "v1"),
+    ("CSIDriver", "storage.k8s.io", "v1"),
+    ("CSINode", "storage.k8s.io", "v1"),
+    ("CSIStorageCapacity", "storage.k8s.io", "v1"),
+    ("StorageClass", "storage.k8s.io", "v1"),
+    ("VolumeAttachment", "storage.k8s.io", "v1"),
+];
+
+/// Group prefixes the official Python client puts before a class name when two groups share a kind
+/// (`CoreV1Event`, `EventsV1Event`, `DiscoveryV1EndpointPort` ...).
+const CLASS_GROUP_PREFIXES: &[(&str, &str)] = &[
+    ("Core", ""),
+    ("Events", "events.k8s.io"),
+    ("Discovery", "discovery.k8s.io"),
+    ("Storage", "storage.k8s.io"),
+    ("Admissionregistration", "admissionregistration.k8s.io"),
+    ("Apiextensions", "apiextensions.k8s.io"),
+    ("Apiregistration", "apiregistration.k8s.io"),
+    ("Authentication", "authentication.k8s.io"),
+    ("Flowcontrol", "flowcontrol.apiserver.k8s.io"),
+    ("Rbac", "rbac.authorization.k8s.io"),
+];
+
+fn registry() -> &'static RwLock<HashMap<String, String>> {
+    static REGISTERED: OnceLock<RwLock<HashMap<String, String>>> = OnceLock::new();
+    REGISTERED.get_or_init(Default::default)
+}
+
+/// `group/version`, or just `version` for the core group.
+pub fn api_version(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    }
+}
+
+/// Adds (or replaces) a kind, so that objects of that kind without an `apiVersion` get `api_version`.
+/// Registered kinds take precedence over the built-in table.
+pub fn register_kind(kind: &str, api_version: &str) {
+    registry().write().unwrap_or_else(|p| p.into_inner()).insert(kind.to_owned(), api_version.to_owned());
+}
+
+fn builtin(kind: &str) -> Option<&'static (&'static str, &'static str, &'static str)> {
+    BUILTIN.iter().find(|(k, _, _)| *k == kind)
+}
+
+/// The `apiVersion` of a kind: a registered one, else the built-in group at its stable version.
+pub fn api_version_of_kind(kind: &str) -> Option<String> {
+    if let Some(v) = registry().read().unwrap_or_else(|p| p.into_inner()).get(kind) {
+        return Some(v.clone());
+    }
+    builtin(kind).map(|(_, group, version)| api_version(group, version))
+}
+
+/// Splits a model class name of the official client (`V1Pod`, `V2HorizontalPodAutoscaler`,
+/// `V1beta1CronJob`, `EventsV1Event`) into `(kind, apiVersion)`, when the kind is known.
+pub fn kind_of_model_class(class: &str) -> Option<(String, String)> {
+    let (group_hint, rest) = match CLASS_GROUP_PREFIXES.iter().find(|(p, _)| {
+        class.strip_prefix(p).is_some_and(|r| r.starts_with('V') && r[1..].starts_with(|c: char| c.is_ascii_digit()))
+    }) {
+        Some((p, g)) => (Some(*g), &class[p.len()..]),
+        None => (None, class),
+    };
+    let rest = rest.strip_prefix('V')?;
+    let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+    if digits == 0 {
+        return None;
+    }
+    let mut end = digits;
+    for stage in ["alpha", "beta"] {
+        if let Some(r) = rest[end..].strip_prefix(stage) {
+            let n = r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len());
+            if n > 0 {
+                end += stage.len() + n;
+            }
+        }
+    }
+    let version = format!("v{}", &rest[..end]);
+    let kind = &rest[end..];
+    if !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
+        return None;
+    }
+    if let Some(v) = registry().read().unwrap_or_else(|p| p.into_inner()).get(kind) {
+        return Some((kind.to_owned(), v.clone()));
+    }
+    let group = match group_hint {
+        Some(g) => g,
+        None => builtin(kind)?.1,
+    };
+    Some((kind.to_owned(), api_version(group, &version)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_kinds_get_their_group() {
+        assert_eq!(api_version_of_kind("Pod").as_deref(), Some("v1"));
+        assert_eq!(api_version_of_kind("Deployment").as_deref(), Some("apps/v1"));
+        assert_eq!(api_version_of_kind("Ingress").as_deref(), Some("networking.k8s.io/v1"));
+        assert_eq!(api_version_of_kind("Widget"), None);
+    }
+
+    #[test]
+    fn model_class_names() {
+        let k = |c: &str| kind_of_model_class(c);
+        assert_eq!(k("V1Pod"), Some(("Pod".into(), "v1".into())));
+        assert_eq!(k("V1Deployment"), Some(("Deployment".into(), "apps/v1".into())));
+        assert_eq!(k("V2HorizontalPodAutoscaler"), Some(("HorizontalPodAutoscaler".into(), "autoscaling/v2".into())));
+        assert_eq!(k("V1HorizontalPodAutoscaler"), Some(("HorizontalPodAutoscaler".into(), "autoscaling/v1".into())));
+        assert_eq!(k("V1beta1CronJob"), Some(("CronJob".into(), "batch/v1beta1".into())));
+        assert_eq!(k("EventsV1Event"), Some(("Event".into(), "events.k8s.io/v1".into())));
+        assert_eq!(k("CoreV1Event"), Some(("Event".into(), "v1".into())));
+        assert_eq!(k("V1ObjectMeta"), None);
+        assert_eq!(k("Pod"), None);
+        assert_eq!(k("V1"), None);
+    }
+
+    #[test]
+    fn registered_kinds_win() {
+        register_kind("Gadget", "example.com/v1alpha1");
+        assert_eq!(api_version_of_kind("Gadget").as_deref(), Some("example.com/v1alpha1"));
+        assert_eq!(kind_of_model_class("V1alpha1Gadget"), Some(("Gadget".into(), "example.com/v1alpha1".into())));
+    }
+}

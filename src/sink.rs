@@ -1,0 +1,456 @@
+//! Writing events to an API server: the sink protocol, client-go's error classification and its retry loop
+//! (`recordToSink` / `recordEvent` in `tools/record/event.go`).
+//!
+//! The retry loop is generic over what one attempt does, so recorders of other event APIs reuse it.
+
+use std::fmt;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use rand::Rng;
+
+use crate::clock::Clock;
+use crate::correlator::EventCorrelator;
+use crate::event::Event;
+use crate::time::Time;
+
+/// Client-go's `maxTriesPerEvent`.
+pub const DEFAULT_MAX_TRIES: u32 = 12;
+/// Client-go's `defaultSleepDuration`, 10 s.
+pub const DEFAULT_SLEEP_NANOS: i64 = 10_000_000_000;
+
+/// What to do after a failed write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Try again after sleeping (connection errors, timeouts, 429, 5xx).
+    Retry,
+    /// Abandon the event (the server rejected it, or the request cannot be built).
+    GiveUp,
+}
+
+/// A failed write, with the HTTP status when the error carried one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteError {
+    pub status: Option<u16>,
+    pub verdict: Verdict,
+    pub message: String,
+}
+
+impl WriteError {
+    /// An error answered by the server with `status`.
+    pub fn status(status: u16, message: impl Into<String>) -> Self {
+        WriteError { status: Some(status), verdict: verdict_for_status(status), message: message.into() }
+    }
+
+    pub fn retry(message: impl Into<String>) -> Self {
+        WriteError { status: None, verdict: Verdict::Retry, message: message.into() }
+    }
+
+    pub fn give_up(message: impl Into<String>) -> Self {
+        WriteError { status: None, verdict: Verdict::GiveUp, message: message.into() }
+    }
+
+    /// client-go's `IsKeyNotFoundError`: a patch of an event the server no longer has.
+    pub fn is_not_found(&self) -> bool {
+        self.status == Some(404)
+    }
+}
+
+impl fmt::Display for WriteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.status {
+            Some(s) => write!(f, "HTTP {s}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+/// The verdict for an HTTP status. client-go abandons every `StatusError` at this layer, but its REST client
+/// has already retried 429 and 5xx answers underneath (honouring `Retry-After`); a Python client does not,
+/// so here 429 and 5xx are retried and the other statuses (409 AlreadyExists included) abandon the event.
+pub fn verdict_for_status(status: u16) -> Verdict {
+    if status == 429 || status >= 500 {
+        Verdict::Retry
+    } else {
+        Verdict::GiveUp
+    }
+}
+
+/// Attempts and the sleep between them. The first sleep is `sleep * U[0,1)`, the later ones exactly `sleep`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub max_tries: u32,
+    pub sleep_nanos: i64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy { max_tries: DEFAULT_MAX_TRIES, sleep_nanos: DEFAULT_SLEEP_NANOS }
+    }
+}
+
+impl RetryPolicy {
+    /// The sleep after the `tries`-th failed attempt (1-based).
+    pub fn delay_after(&self, tries: u32, rng: &mut impl Rng) -> i64 {
+        if tries == 1 {
+            (self.sleep_nanos as f64 * rng.random::<f64>()) as i64
+        } else {
+            self.sleep_nanos
+        }
+    }
+}
+
+/// Why an event was abandoned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Abandoned {
+    /// The error said not to retry.
+    GaveUp(WriteError),
+    /// `max_tries` attempts failed.
+    RetryLimit(WriteError),
+    /// The attempt failed after shutdown, when each event gets one try.
+    ShutDown(WriteError),
+}
+
+impl Abandoned {
+    pub fn error(&self) -> &WriteError {
+        match self {
+            Abandoned::GaveUp(e) | Abandoned::RetryLimit(e) | Abandoned::ShutDown(e) => e,
+        }
+    }
+}
+
+impl fmt::Display for Abandoned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Abandoned::GaveUp(e) => write!(f, "server rejected event (will not retry!): {e}"),
+            Abandoned::RetryLimit(e) => write!(f, "unable to write event (retry limit exceeded!): {e}"),
+            Abandoned::ShutDown(e) => write!(f, "unable to write event (broadcaster is shut down): {e}"),
+        }
+    }
+}
+
+/// A stop signal that also interrupts sleeps.
+#[derive(Debug, Default)]
+pub struct StopSignal {
+    stopped: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl StopSignal {
+    pub fn stop(&self) {
+        *self.stopped.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.cv.notify_all();
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        *self.stopped.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits up to `d` or until stopped; returns whether stopped.
+    pub fn wait(&self, d: Duration) -> bool {
+        let g = self.stopped.lock().unwrap_or_else(|p| p.into_inner());
+        let (g, _) = self.cv.wait_timeout_while(g, d, |s| !*s).unwrap_or_else(|p| p.into_inner());
+        *g
+    }
+}
+
+/// How often a sleep on a clock that is not the system clock looks at it again.
+pub const VIRTUAL_CLOCK_POLL: Duration = Duration::from_micros(500);
+
+/// Sleeps on a clock: for the system clock a plain timed wait, for any other clock (a fake one, or user code)
+/// a wait until the clock reads the deadline, so that stepping a fake clock makes retries run at once.
+pub struct ClockSleeper {
+    pub clock: Arc<dyn Clock>,
+    pub real_time: bool,
+    pub stop: Arc<StopSignal>,
+}
+
+impl ClockSleeper {
+    /// Sleeps until `deadline` on the clock. Returns false when interrupted by the stop signal (or when the
+    /// clock cannot be read), true when the deadline passed.
+    pub fn sleep_until(&self, deadline: Time) -> bool {
+        loop {
+            let Ok(now) = self.clock.now() else { return false };
+            if now >= deadline {
+                return true;
+            }
+            let wait = if self.real_time {
+                Duration::from_nanos((deadline.0 - now.0) as u64)
+            } else {
+                VIRTUAL_CLOCK_POLL
+            };
+            if self.stop.wait(wait) {
+                return false;
+            }
+        }
+    }
+}
+
+/// A core/v1 event sink (`record.EventSink`): create, and patch with a strategic merge patch. Each returns
+/// the server's event.
+pub trait EventSink: Send + Sync {
+    fn create(&self, event: &Event) -> Result<Event, WriteError>;
+    fn patch(&self, event: &Event, patch: &[u8]) -> Result<Event, WriteError>;
+    /// Runs `f`, holding across it whatever the sink's calls would otherwise take one by one (a Python sink
+    /// takes the GIL once for a batch of writes).
+    fn batch(&self, f: &mut dyn FnMut()) {
+        f()
+    }
+}
+
+/// What one `record_event` attempt did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    Created,
+    Patched,
+}
+
+/// `recordEvent`: a patch for a repeat (`count > 1`), a create otherwise or when the patch finds no event
+/// (with `resourceVersion` cleared). Returns the server's event, to be passed to `update_state`.
+pub fn record_event(sink: &dyn EventSink, event: &mut Event, patch: &[u8]) -> Result<(Event, Written), WriteError> {
+    if event.count > 1 {
+        match sink.patch(event, patch) {
+            Ok(answer) => return Ok((answer, Written::Patched)),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    event.metadata.resource_version.clear();
+    sink.create(event).map(|answer| (answer, Written::Created))
+}
+
+/// One event on its way through the retry loop: the tries made so far.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Attempts {
+    pub tries: u32,
+}
+
+/// What to do after an attempt failed: abandon, or sleep `delay_nanos` and try again.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    Abandon(Abandoned),
+    SleepThenRetry { delay_nanos: i64 },
+}
+
+impl Attempts {
+    /// client-go's decision after a failed attempt: give up on a rejection, at the retry limit, or once the
+    /// broadcaster is shut down; otherwise sleep (the first sleep randomised).
+    pub fn after_failure(&mut self, e: WriteError, policy: &RetryPolicy, shut_down: bool, rng: &mut impl Rng) -> Next {
+        self.tries += 1;
+        if e.verdict == Verdict::GiveUp {
+            return Next::Abandon(Abandoned::GaveUp(e));
+        }
+        if self.tries >= policy.max_tries {
+            return Next::Abandon(Abandoned::RetryLimit(e));
+        }
+        if shut_down {
+            return Next::Abandon(Abandoned::ShutDown(e));
+        }
+        Next::SleepThenRetry { delay_nanos: policy.delay_after(self.tries, rng) }
+    }
+}
+
+/// The whole retry loop for one write, sleeping on `sleeper`: `attempt` is called until it succeeds, the
+/// error says to give up, the tries run out, or the sleeper is stopped (then the event is abandoned after
+/// the attempt that failed, as client-go abandons it after shutdown).
+pub fn with_retries<T>(
+    policy: &RetryPolicy,
+    sleeper: &ClockSleeper,
+    rng: &mut impl Rng,
+    mut attempt: impl FnMut() -> Result<T, WriteError>,
+) -> (Result<T, Abandoned>, u32) {
+    let mut a = Attempts::default();
+    loop {
+        let e = match attempt() {
+            Ok(v) => return (Ok(v), a.tries + 1),
+            Err(e) => e,
+        };
+        match a.after_failure(e, policy, sleeper.stop.is_stopped(), rng) {
+            Next::Abandon(why) => return (Err(why), a.tries),
+            Next::SleepThenRetry { delay_nanos } => {
+                let last = WriteError::retry("interrupted");
+                let deadline = match sleeper.clock.now() {
+                    Ok(now) => Time(now.0.saturating_add(delay_nanos)),
+                    Err(_) => return (Err(Abandoned::ShutDown(last)), a.tries),
+                };
+                if !sleeper.sleep_until(deadline) {
+                    // Stopped while sleeping: the one try an event gets once shut down.
+                    return match attempt() {
+                        Ok(v) => (Ok(v), a.tries + 1),
+                        Err(e) => (Err(Abandoned::ShutDown(e)), a.tries + 1),
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// `recordToSink` after correlation: write with retries, then `UpdateState` with the server's answer.
+pub fn record_to_sink(
+    sink: &dyn EventSink,
+    correlator: &Mutex<EventCorrelator>,
+    mut event: Event,
+    patch: &[u8],
+    policy: &RetryPolicy,
+    sleeper: &ClockSleeper,
+    rng: &mut impl Rng,
+) -> (Result<Written, Abandoned>, u32) {
+    let (result, tries) = with_retries(policy, sleeper, rng, || record_event(sink, &mut event, patch));
+    let result = result.map(|(answer, written)| {
+        correlator.lock().unwrap_or_else(|p| p.into_inner()).update_state(&answer);
+        written
+    });
+    (result, tries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::FakeClock;
+    use crate::correlator::{CorrelatorOptions, KeyFuncs};
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    struct Failing {
+        attempts: AtomicU32,
+        fail_times: u32,
+        error: WriteError,
+        patch_error: Option<WriteError>,
+        created: Mutex<Vec<Event>>,
+    }
+
+    impl Failing {
+        fn new(error: WriteError, fail_times: u32) -> Self {
+            Failing { attempts: AtomicU32::new(0), fail_times, error, patch_error: None, created: Mutex::new(vec![]) }
+        }
+    }
+
+    impl EventSink for Failing {
+        fn create(&self, event: &Event) -> Result<Event, WriteError> {
+            let n = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
+            if n <= self.fail_times {
+                return Err(self.error.clone());
+            }
+            self.created.lock().unwrap().push(event.clone());
+            Ok(event.clone())
+        }
+        fn patch(&self, _: &Event, _: &[u8]) -> Result<Event, WriteError> {
+            Err(self.patch_error.clone().unwrap_or_else(|| WriteError::status(404, "not found")))
+        }
+    }
+
+    fn sleeper(stop: bool) -> ClockSleeper {
+        let s = Arc::new(StopSignal::default());
+        if stop {
+            s.stop();
+        }
+        ClockSleeper { clock: Arc::new(crate::clock::RealClock), real_time: true, stop: s }
+    }
+
+    fn correlator() -> Mutex<EventCorrelator> {
+        Mutex::new(
+            EventCorrelator::new(CorrelatorOptions::default(), Arc::new(FakeClock::new(Time(0))), KeyFuncs::default())
+                .unwrap(),
+        )
+    }
+
+    fn run(sink: &Failing, event: Event, stop: bool) -> (Result<Written, Abandoned>, u32) {
+        let policy = RetryPolicy { max_tries: 12, sleep_nanos: 0 };
+        record_to_sink(sink, &correlator(), event, b"{}", &policy, &sleeper(stop), &mut SmallRng::seed_from_u64(1))
+    }
+
+    // client-go's TestWriteEventError.
+    #[test]
+    fn write_event_error() {
+        let cases = [
+            (WriteError::give_up("request construction"), 1000, 1),
+            (WriteError::status(409, "already exists"), 1000, 1),
+            (WriteError::status(400, "bad"), 1000, 1),
+            (WriteError::status(503, "unavailable"), 1000, 12),
+            (WriteError::status(429, "slow down"), 1000, 12),
+            (WriteError::retry("a weird error"), 1000, 12),
+            (WriteError::retry("a weird error"), 1, 2),
+        ];
+        for (error, fail_times, expected) in cases {
+            let sink = Failing::new(error.clone(), fail_times);
+            let (result, tries) = run(&sink, Event::default(), false);
+            assert_eq!(sink.attempts.load(Ordering::SeqCst), expected, "{error}");
+            assert_eq!(tries, expected);
+            assert_eq!(result.is_ok(), expected < 12 && fail_times < 1000, "{error}");
+        }
+    }
+
+    // client-go's TestUpdateExpiredEvent: a 404 on the patch creates, with resourceVersion cleared.
+    #[test]
+    fn update_expired_event() {
+        let sink = Failing::new(WriteError::retry("x"), 0);
+        let mut ev = Event { count: 2, ..Default::default() };
+        ev.metadata.resource_version = "updated-resource-version".into();
+        let (result, _) = run(&sink, ev, false);
+        assert_eq!(result, Ok(Written::Created));
+        let created = sink.created.lock().unwrap();
+        assert_eq!(created.len(), 1);
+        assert_eq!(created[0].metadata.resource_version, "");
+        assert_eq!(created[0].count, 2);
+    }
+
+    #[test]
+    fn a_patch_error_other_than_404_is_not_a_create() {
+        let mut sink = Failing::new(WriteError::retry("x"), 0);
+        sink.patch_error = Some(WriteError::status(422, "invalid"));
+        let (result, tries) = run(&sink, Event { count: 3, ..Default::default() }, false);
+        assert!(matches!(result, Err(Abandoned::GaveUp(_))));
+        assert_eq!((tries, sink.attempts.load(Ordering::SeqCst)), (1, 0));
+    }
+
+    // client-go's TestCancelEvent: once shut down, one try.
+    #[test]
+    fn cancel_event() {
+        let sink = Failing::new(WriteError::retry("unexpected object"), 1000);
+        let (result, tries) = run(&sink, Event::default(), true);
+        assert!(matches!(result, Err(Abandoned::ShutDown(_))));
+        assert_eq!((tries, sink.attempts.load(Ordering::SeqCst)), (1, 1));
+    }
+
+    #[test]
+    fn first_sleep_is_randomised_and_later_ones_are_fixed() {
+        let p = RetryPolicy { max_tries: 12, sleep_nanos: 1000 };
+        let mut rng = SmallRng::seed_from_u64(3);
+        let firsts: Vec<i64> = (0..50).map(|_| p.delay_after(1, &mut rng)).collect();
+        assert!(firsts.iter().all(|d| (0..1000).contains(d)));
+        assert!(firsts.iter().any(|d| *d != firsts[0]));
+        assert_eq!(p.delay_after(2, &mut rng), 1000);
+        assert_eq!(p.delay_after(11, &mut rng), 1000);
+    }
+
+    #[test]
+    fn sleeps_follow_a_fake_clock() {
+        let clock = Arc::new(FakeClock::new(Time(0)));
+        let s = ClockSleeper { clock: clock.clone(), real_time: false, stop: Arc::new(StopSignal::default()) };
+        let stepper = {
+            let clock = clock.clone();
+            std::thread::spawn(move || {
+                for _ in 0..10 {
+                    std::thread::sleep(Duration::from_millis(1));
+                    clock.step(1_000_000_000);
+                }
+            })
+        };
+        assert!(s.sleep_until(Time(5_000_000_000)));
+        assert!(clock.get() >= Time(5_000_000_000));
+        stepper.join().unwrap();
+        s.stop.stop();
+        assert!(!s.sleep_until(Time(i64::MAX)));
+    }
+
+    #[test]
+    fn verdicts() {
+        for (s, v) in [(400, Verdict::GiveUp), (404, Verdict::GiveUp), (409, Verdict::GiveUp), (422, Verdict::GiveUp)] {
+            assert_eq!(verdict_for_status(s), v);
+        }
+        for s in [429, 500, 502, 503, 504] {
+            assert_eq!(verdict_for_status(s), Verdict::Retry);
+        }
+    }
+}
