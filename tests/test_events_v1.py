@@ -1,9 +1,11 @@
 """events.k8s.io/v1 recording: ports of client-go's tools/events tests, the series timers on a FakeClock,
 kubevents' own guarantees (bounded cache, shutdown flush, note limit), and the bad-input rules."""
 
+import asyncio
 import doctest
+import json
 import logging
-import re
+import threading
 import uuid
 from datetime import datetime, timezone
 
@@ -11,6 +13,7 @@ import pytest
 
 import kubevents
 import kubevents.events_v1
+from kubevents.sinks import ApiError, MemorySink
 
 T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
 POD = {"kind": "Pod", "namespace": "baz", "name": "foo", "uid": "bar", "apiVersion": "v1",
@@ -18,24 +21,30 @@ POD = {"kind": "Pod", "namespace": "baz", "name": "foo", "uid": "bar", "apiVersi
 RELATED = dict(POD, fieldPath=".spec.containers[0]")
 
 
-class TimedSink(kubevents.EventsV1MemorySink):
-    """A memory sink that also notes the fake time of every call, as "minutes:seconds" after T0."""
+class TimedSink(MemorySink):
+    """A memory sink that also logs every call as (verb, name, JSON body: the event or the patch) with the fake
+    time it happened at ("minutes:seconds" after T0), and raises the exceptions in ``fail`` first."""
 
     def __init__(self, clock):
         super().__init__()
         self.clock = clock
         self.at = []
+        self.calls = []
+        self.fail = []
 
-    def _note(self):
+    def _note(self, verb, event, body):
         s = self.clock.now_ns() // 1_000_000_000 - T0
         self.at.append(f"{s // 60}:{s % 60:02d}")
+        self.calls.append((verb, event["metadata"]["name"], body))
+        if self.fail:
+            raise self.fail.pop(0)
 
     def create(self, event):
-        self._note()
+        self._note("create", event, json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode())
         return super().create(event)
 
     def patch(self, event, patch):
-        self._note()
+        self._note("patch", event, bytes(patch))
         return super().patch(event, patch)
 
 
@@ -64,7 +73,7 @@ def test_module_docstring_example():
 # TestEventf (event_recorder_test.go), at FakeClock 2023-01-01T12:00:00Z.
 def test_eventf_builds_the_event_client_go_builds():
     clock = kubevents.FakeClock(datetime(2023, 1, 1, 12, tzinfo=timezone.utc))
-    b = kubevents.EventsBroadcaster(kubevents.EventsV1MemorySink(), clock=clock)
+    b = kubevents.EventsBroadcaster(MemorySink(), clock=clock)
     seen = []
     b.start_event_watcher(seen.append)
     rec = b.new_recorder("c1", "i1")
@@ -77,7 +86,7 @@ def test_eventf_builds_the_event_client_go_builds():
     rec.eventf(ip, None, "Normal", "Allocated", "allocate", "IP allocated")
     long_pod = {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "x" * 253 * 4, "namespace": "ns1"}}
     rec.eventf(long_pod, None, "Normal", "Started", "starting", "Pod started")
-    assert b.shutdown(timeout=10)
+    b.shutdown(timeout=10)
     first, failed, cluster, long_name = seen
     assert first["metadata"] == {"name": "pod1.17362d8e1c698000", "namespace": "ns1"}
     assert first["regarding"] == {"kind": "Pod", "name": "pod1", "namespace": "ns1", "uid": "12345", "apiVersion": "v1"}
@@ -140,7 +149,7 @@ def test_a_series_over_forty_minutes_of_fake_time(setup):
         ("38:00", "patch", series(2, 38 * 60)),
     ]
     # The first note stays: the series patch carries only the series.
-    assert sink.events[("baz", f"foo.{T0 * 10**9:x}")]["note"] == "note 0"
+    assert sink.get("baz", f"foo.{T0 * 10**9:x}")["note"] == "note 0"
     st = b.stats()
     assert (st["finish_rounds"], st["refresh_rounds"], st["counted"]) == (7, 2, 174)
 
@@ -192,13 +201,12 @@ def test_shutdown_writes_the_final_count_of_every_live_series(setup):
             rec.eventf(POD, None, "Normal", reason, "act", "n")
     b.wait_idle()
     before = len(sink.calls)
-    assert b.shutdown(timeout=10)
+    assert b.shutdown(timeout=10)["shutdown_writes"] == 2
     # "b" already has its count 2 on the server, "c" is no series.
     assert sink.calls[before:] == [
         ("patch", f"foo.{(T0 + 1) * 10**9:x}", series(5, 5)),
         ("patch", f"foo.{(T0 + 9) * 10**9:x}", series(3, 11)),
     ]
-    assert b.stats()["shutdown_writes"] == 2
     # After shutdown events are dropped and counted.
     rec.eventf(POD, None, "Normal", "late", "act", "n")
     assert b.stats()["dropped"] == 1
@@ -206,7 +214,7 @@ def test_shutdown_writes_the_final_count_of_every_live_series(setup):
 
 def test_an_evicted_live_series_is_written_on_its_way_out():
     clock = kubevents.FakeClock(T0)
-    sink = kubevents.EventsV1MemorySink()
+    sink = TimedSink(clock)
     b = kubevents.EventsBroadcaster(sink, clock=clock, cache_size=2)
     b.start_recording_to_sink()
     rec = b.new_recorder("c", "i")
@@ -253,7 +261,7 @@ def test_long_notes_are_cut_at_a_character_boundary(setup, char, pad):
     note = "a" * pad + char * 1000
     rec.eventf(POD, None, "Normal", "r", "a", note)
     b.wait_idle()
-    sent = sink.events[("baz", f"foo.{T0 * 10**9:x}")]["note"]
+    sent = sink.get("baz", f"foo.{T0 * 10**9:x}")["note"]
     raw = sent.encode()
     assert len(raw) <= 1024 and len(raw) > 1024 - 4 - len(char.encode())
     assert sent.endswith(" ...") and note.startswith(sent[:-4])
@@ -276,28 +284,34 @@ def test_transient_failures_are_retried_on_the_clock(setup):
     assert len(sink.calls) == 2, "and at most 12.5 s"
     clock.step(12.5)
     b.wait_idle()
-    assert len(sink.calls) == 3 and len(sink.events) == 1
+    assert len(sink.calls) == 3 and len(sink) == 1
     st = b.stats()
     assert (st["retries"], st["write_errors"], st["pending_retries"]) == (2, 2, 0)
 
 
 def test_server_answers_are_not_retried_but_a_racing_series_create_is(setup):
     clock, sink, b, rec = setup
-    sink.fail = [kubevents.SinkStatusError(500, "internal error")]
+    sink.fail = [ApiError(422, "Invalid")]
     rec.eventf(POD, None, "Normal", "r", "a", "n")
     b.wait_idle()
     clock.step(60)
     b.wait_idle()
     assert len(sink.calls) == 1 and b.stats()["pending_retries"] == 0
     # The second occurrence: its patch finds nothing (404), the create races a first create (409): retried.
-    sink.fail = [kubevents.SinkStatusError(404, "not found"), kubevents.SinkStatusError(409, "exists")]
+    sink.fail = [ApiError(404, "NotFound"), ApiError(409, "AlreadyExists")]
     rec.eventf(POD, None, "Normal", "r", "a", "n")
     b.wait_idle()
     assert [v for v, _, _ in sink.calls[1:]] == ["patch", "create"]
     clock.step(13)
     b.wait_idle()
     assert [v for v, _, _ in sink.calls[3:]] == ["patch", "create"]
-    assert sink.events[("baz", f"foo.{T0 * 10**9:x}")]["series"]["count"] == 2
+    assert sink.get("baz", f"foo.{T0 * 10**9:x}")["series"]["count"] == 2
+    # A plain create that conflicts is given up; 5xx and 429 are retried, as by the core/v1 pipeline.
+    sink.fail = [ApiError(409, "AlreadyExists"), ApiError(503, "ServiceUnavailable")]
+    rec.eventf(POD, None, "Normal", "other", "a", "n")
+    rec.eventf(POD, None, "Normal", "third", "a", "n")
+    b.wait_idle()
+    assert b.stats()["pending_retries"] == 1
 
 
 def test_watchers_and_logging(setup, caplog):
@@ -324,26 +338,32 @@ def test_default_reporting_instance_is_controller_dash_hostname():
     b.shutdown()
 
 
-def test_async_sink_methods_run_on_a_loop_of_the_engine_thread(setup):
-    clock, _, _, _ = setup
+def test_async_sink_methods_run_on_the_loop_that_started_recording():
+    clock = kubevents.FakeClock(T0)
     calls = []
 
     class AsyncSink:
         async def create(self, event):
-            calls.append(event["metadata"]["name"])
+            calls.append((event["metadata"]["name"], threading.get_ident()))
             return event
 
         async def patch(self, event, patch):
-            calls.append(patch)
+            calls.append((patch, threading.get_ident()))
             return None
 
-    b = kubevents.EventsBroadcaster(AsyncSink(), clock=clock)
-    b.start_recording_to_sink()
-    rec = b.new_recorder("c", "i")
-    rec.eventf(POD, None, "Normal", "r", "a", "n")
-    rec.eventf(POD, None, "Normal", "r", "a", "n")
-    assert b.shutdown(timeout=10)
-    assert calls == [f"foo.{T0 * 10**9:x}", series(2, 0)]
+    async def main():
+        b = kubevents.EventsBroadcaster(AsyncSink(), clock=clock)
+        b.start_recording_to_sink()
+        rec = b.new_recorder("c", "i")
+        rec.eventf(POD, None, "Normal", "r", "a", "n")
+        rec.eventf(POD, None, "Normal", "r", "a", "n")
+        await asyncio.to_thread(b.shutdown, 10)
+
+    asyncio.run(main())
+    me = threading.get_ident()
+    assert calls == [(f"foo.{T0 * 10**9:x}", me), (series(2, 0), me)]
+    with pytest.raises(ValueError, match="call start_recording_to_sink from a coroutine"):
+        kubevents.EventsBroadcaster(AsyncSink(), clock=clock).start_recording_to_sink()
 
 
 def test_bad_input_raises_with_a_message():
@@ -351,26 +371,32 @@ def test_bad_input_raises_with_a_message():
     rec = b.new_recorder("c", "i")
     with pytest.raises(ValueError, match="type: must be 'Normal' or 'Warning', got 'Info'"):
         rec.eventf(POD, None, "Info", "r", "a", "n")
-    with pytest.raises(TypeError, match="regarding: expected a Kubernetes object"):
+    with pytest.raises(ValueError, match="regarding: cannot make an object reference of a NoneType"):
         rec.eventf(None, None, "Normal", "r", "a", "n")
-    with pytest.raises(TypeError, match="regarding.name: expected str, got int"):
+    with pytest.raises(TypeError, match="regarding: name must be a str, got int"):
         rec.eventf(dict(POD, name=3), None, "Normal", "r", "a", "n")
-    with pytest.raises(TypeError, match="related: the object has no kind"):
-        rec.eventf(POD, {"metadata": {"name": "x"}}, "Normal", "r", "a", "n")
+    with pytest.raises(ValueError, match="related: cannot make an object reference of a int"):
+        rec.eventf(POD, 7, "Normal", "r", "a", "n")
     with pytest.raises(TypeError, match="not enough arguments"):
         rec.eventf(POD, None, "Normal", "r", "a", "%s %s", 1)
+    with pytest.raises(TypeError, match="note: expected str, got bytes"):
+        rec.eventf(POD, None, "Normal", "r", "a", b"n")
     with pytest.raises(ValueError, match="cache_size must be >= 1, got 0"):
         kubevents.EventsBroadcaster(NullSink(), cache_size=0)
     with pytest.raises(ValueError, match="max_tries must be >= 1"):
         kubevents.EventsBroadcaster(NullSink(), max_tries=0)
-    with pytest.raises(TypeError, match="sink: object has no create"):
+    with pytest.raises(TypeError, match="sink: a object has no create"):
         kubevents.EventsBroadcaster(object())
     with pytest.raises(TypeError, match="clock: expected an object with a now"):
         kubevents.EventsBroadcaster(NullSink(), clock=3)
+    with pytest.raises(TypeError, match="reporting_controller: expected str"):
+        b.new_recorder(None)
     b.start_recording_to_sink()
     with pytest.raises(RuntimeError, match="already recording"):
         b.start_recording_to_sink()
-    assert b.shutdown(timeout=10)
+    b.shutdown(timeout=10)
+    with pytest.raises(RuntimeError, match="shut down"):
+        b.start_event_watcher(print)
 
 
 def test_a_sink_calling_back_into_its_broadcaster_gets_an_error():
@@ -386,5 +412,5 @@ def test_a_sink_calling_back_into_its_broadcaster_gets_an_error():
     b = kubevents.EventsBroadcaster(Reentrant())
     b.start_recording_to_sink()
     b.new_recorder("c", "i").eventf(POD, None, "Normal", "r", "a", "n")
-    assert b.shutdown(timeout=10)
+    b.shutdown(timeout=10)
     assert errors == ["wait_idle called from the sink, on the engine thread"]

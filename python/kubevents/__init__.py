@@ -65,23 +65,16 @@ __all__ = [
     "register_kind",
 ]
 
-# events.k8s.io/v1 recording (kubevents.events_v1)
-from kubevents.events_v1 import (  # noqa: E402
-    AsyncEventsV1Sink,
-    EventsBroadcaster,
-    EventsRecorder,
-    EventsV1MemorySink,
-    EventsV1Sink,
-    SinkStatusError,
-    object_reference,
-)
+# -- events.k8s.io/v1 recording --
+from kubevents.events_v1 import AsyncEventsV1Sink, EventsBroadcaster, EventsRecorder, EventsV1Sink  # noqa: E402
+from kubevents.events_v1_adapter import EventBroadcasterAdapter, new_event_broadcaster_adapter  # noqa: E402
 
 __all__ += [
     "AsyncEventsV1Sink",
+    "EventBroadcasterAdapter",
     "EventsBroadcaster",
     "EventsRecorder",
-    "EventsV1MemorySink",
     "EventsV1Sink",
-    "SinkStatusError",
-    "object_reference",
+    "new_event_broadcaster_adapter",
 ]
+# -- end events.k8s.io/v1 recording --

@@ -9,8 +9,9 @@ quiet for 6 minutes are written a last time and forgotten, as are single events 
 Example::
 
     >>> import kubevents
+    >>> from kubevents.sinks import MemorySink
     >>> clock = kubevents.FakeClock(1_700_000_000)
-    >>> sink = kubevents.EventsV1MemorySink()
+    >>> sink = MemorySink()
     >>> b = kubevents.EventsBroadcaster(sink, clock=clock)
     >>> b.start_recording_to_sink()
     >>> rec = b.new_recorder("my-controller", "my-controller-1")
@@ -19,12 +20,12 @@ Example::
     ...     rec.eventf(pod, None, "Warning", "BackOff", "Restarting", "Back-off restarting %s", "api")
     >>> b.wait_idle()
     True
-    >>> [(verb, body) for verb, _, body in sink.calls][1:]
-    [('patch', b'{"series":{"count":2,"lastObservedTime":"2023-11-14T22:13:20.000000Z"}}')]
-    >>> b.shutdown()  # writes the final count, 3
-    True
-    >>> sink.calls[-1][2]
-    b'{"series":{"count":3,"lastObservedTime":"2023-11-14T22:13:20.000000Z"}}'
+    >>> [(verb, e.get("series")) for verb, e in sink.writes]  # the third occurrence is only counted
+    [('create', None), ('patch', {'count': 2, 'lastObservedTime': '2023-11-14T22:13:20.000000Z'})]
+    >>> b.shutdown()["shutdown_writes"]  # the final count
+    1
+    >>> sink.writes[-1][1]["series"]["count"]
+    3
 
 Where kubevents deliberately differs from client-go (released 1.36-level ``tools/events``):
 
@@ -46,8 +47,6 @@ Where kubevents deliberately differs from client-go (released 1.36-level ``tools
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import json
 import logging
 import queue
@@ -57,16 +56,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubevents._native import DEFAULT_EVENTS_V1_CACHE_SIZE, EventsV1Engine
+from kubevents.sinks import STRATEGIC_MERGE_PATCH as _STRATEGIC_MERGE
 
-__all__ = [
-    "AsyncEventsV1Sink",
-    "EventsBroadcaster",
-    "EventsRecorder",
-    "EventsV1MemorySink",
-    "EventsV1Sink",
-    "SinkStatusError",
-    "object_reference",
-]
+__all__ = ["AsyncEventsV1Sink", "EventsBroadcaster", "EventsRecorder", "EventsV1Sink"]
 
 _logger = logging.getLogger("kubevents")
 
@@ -75,54 +67,6 @@ EventV1 = dict[str, Any]
 
 _VALID_TYPES = ("Normal", "Warning")
 _WATCHER_QUEUE = 1000
-_REFERENCE_KEYS = ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
-
-
-def _field(obj: Any, *names: str) -> Any:
-    """A field of a dict or of a client model object, by its JSON or Python name."""
-    for name in names:
-        value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
-        if value is not None:
-            return value
-    return None
-
-
-def object_reference(obj: Any, what: str = "object") -> dict[str, str]:
-    """The ObjectReference dict of ``obj``, as client-go's ``reference.GetReference``.
-
-    ``obj`` is an ObjectReference dict (it has no ``metadata``), a Kubernetes object as a dict (``apiVersion``,
-    ``kind``, ``metadata``), or an object of the official clients (``api_version``, ``kind``, ``metadata``).
-    An object without a kind raises ``TypeError`` (client-go would ask its scheme).
-    """
-    if obj is None:
-        raise TypeError(f"{what}: expected a Kubernetes object or an ObjectReference, got None")
-    metadata = _field(obj, "metadata")
-    if metadata is None:
-        if not isinstance(obj, Mapping):
-            raise TypeError(f"{what}: expected a Kubernetes object or an ObjectReference, got {type(obj).__name__}")
-        ref = {k: obj[k] for k in _REFERENCE_KEYS if obj.get(k)}
-        for k, v in ref.items():
-            if not isinstance(v, str):
-                raise TypeError(f"{what}.{k}: expected str, got {type(v).__name__}")
-        return ref
-    kind = _field(obj, "kind")
-    if not kind:
-        raise TypeError(f"{what}: the object has no kind, so no reference can be made for it")
-    ref = {
-        "kind": kind,
-        "apiVersion": _field(obj, "apiVersion", "api_version"),
-        "name": _field(metadata, "name"),
-        "namespace": _field(metadata, "namespace"),
-        "uid": _field(metadata, "uid"),
-        "resourceVersion": _field(metadata, "resourceVersion", "resource_version"),
-    }
-    out = {}
-    for k, v in ref.items():
-        if v:
-            if not isinstance(v, str):
-                raise TypeError(f"{what}.{k}: expected str, got {type(v).__name__}")
-            out[k] = v
-    return out
 
 
 def _format(note: str, args: tuple[Any, ...]) -> str:
@@ -160,10 +104,8 @@ class EventsRecorder:
         """``eventf`` with annotations on the event's metadata."""
         if type not in _VALID_TYPES:
             raise ValueError(f"type: must be 'Normal' or 'Warning', got {type!r}")
-        ref = object_reference(regarding, "regarding")
-        rel = None if related is None else object_reference(related, "related")
         self._broadcaster._record(
-            ref, rel, None if annotations is None else dict(annotations), type, reason, action,
+            regarding, related, None if annotations is None else dict(annotations), type, reason, action,
             _format(note, args), self.reporting_controller, self.reporting_instance,
         )
 
@@ -198,46 +140,16 @@ class _Watcher:
             self._thread.join(timeout)
 
 
-class _SinkCaller:
-    """Calls a sink from the engine thread; awaitables are run on the sink's ``loop`` if it has one, else on
-    a loop of the engine thread."""
-
-    def __init__(self, sink: Any) -> None:
-        for method in ("create", "patch"):
-            if not callable(getattr(sink, method, None)):
-                raise TypeError(f"sink: {type(sink).__name__} has no {method}() method")
-        self._sink = sink
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def _resolve(self, result: Any) -> Any:
-        if not inspect.isawaitable(result):
-            return result
-        loop = getattr(self._sink, "loop", None)
-        if isinstance(loop, asyncio.AbstractEventLoop):
-            return asyncio.run_coroutine_threadsafe(_awaited(result), loop).result()
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-        return self._loop.run_until_complete(result)
-
-    def create(self, event: EventV1) -> Any:
-        return self._resolve(self._sink.create(event))
-
-    def patch(self, event: EventV1, patch: bytes) -> Any:
-        return self._resolve(self._sink.patch(event, patch))
-
-
-async def _awaited(aw: Any) -> Any:
-    return await aw
-
-
 class EventsBroadcaster:
     """client-go's ``tools/events`` ``EventBroadcaster`` writing to ``sink``.
 
-    ``sink`` has ``create(event)`` and ``patch(event, patch_bytes)`` (plain or ``async``), each returning
-    the stored event as a dict (or None) or raising; an exception with an HTTP ``status`` 404 or 409 means
-    NotFound or AlreadyExists, any other status is not retried, ``TypeError``/``ValueError`` are not
-    retried, everything else is retried up to ``max_tries`` attempts in all, ``sleep_duration`` seconds
-    (jittered up to +25 %) apart on ``clock``. ``cache_size`` bounds the series cache.
+    ``sink`` is a sink of ``kubevents.sinks`` (``MemorySink``), ``EventsV1Sink``/``AsyncEventsV1Sink``, or
+    any object with ``create(event)`` and ``patch(event, patch_bytes)``, plain or ``async def`` (these run
+    on the asyncio loop running when ``start_recording_to_sink`` is called). Exceptions are classified as
+    for ``kubevents.sinks``; in addition, as in client-go, a 404 on a series patch turns into a create, and
+    a 409 on the create of a series is retried. Retries are at most ``max_tries`` attempts in all,
+    ``sleep_duration`` seconds (jittered up to +25 %) apart on ``clock``. ``cache_size`` bounds the series
+    cache.
     """
 
     def __init__(
@@ -250,7 +162,7 @@ class EventsBroadcaster:
         cache_size: int = DEFAULT_EVENTS_V1_CACHE_SIZE,
     ) -> None:
         self._engine = EventsV1Engine(
-            _SinkCaller(sink), clock=clock, sleep_duration=sleep_duration, max_tries=max_tries, cache_size=cache_size
+            sink, clock=clock, sleep_duration=sleep_duration, max_tries=max_tries, cache_size=cache_size
         )
         self._lock = threading.Lock()
         self._watchers: list[_Watcher] = []
@@ -314,74 +226,31 @@ class EventsBroadcaster:
         rounds) has been handled. With a FakeClock: step the clock, then ``wait_idle()``. False on timeout."""
         return self._engine.wait_idle(timeout)
 
-    def shutdown(self, timeout: float | None = None) -> bool:
+    def shutdown(self, timeout: float | None = None) -> dict[str, Any]:
         """Stops recording: queued events are written, every pending retry gets one last attempt, every live
-        series its final count; watchers get their queued events. False if ``timeout`` seconds ran out
-        first (the rest then finishes in the background)."""
+        series its final count; watchers get their queued events. Returns the final ``stats()``, or raises
+        ``TimeoutError`` if ``timeout`` seconds ran out first (the rest then finishes in the background)."""
         with self._lock:
             self._stopped = True
             watchers, self._watchers = self._watchers, []
         done = self._engine.shutdown(timeout)
         for w in watchers:
             w.stop(timeout)
-        return done
+        if not done:
+            raise TimeoutError(f"the broadcaster did not finish writing within {timeout} s")
+        return self.stats()
+
+    def __enter__(self) -> EventsBroadcaster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
 
     def stats(self) -> dict[str, Any]:
         """Counters: series decisions, sink writes and errors, retries, drops, truncated notes, cache size."""
         return self._engine.stats()
 
 
-class EventsV1MemorySink:
-    """A sink that keeps events.k8s.io/v1 events in memory, as the API server would: ``create`` of a taken
-    name raises AlreadyExists (409), ``patch`` of a missing one NotFound (404); a patch applies its series.
-
-    ``calls`` lists ``(verb, name, body)`` with the JSON body as bytes (the event for a create, the patch
-    for a patch). ``fail`` is a list of exceptions the next calls raise, in order.
-    """
-
-    def __init__(self) -> None:
-        self.events: dict[tuple[str, str], EventV1] = {}
-        self.calls: list[tuple[str, str, bytes]] = []
-        self.fail: list[BaseException] = []
-        self._lock = threading.Lock()
-
-    def _injected(self) -> None:
-        if self.fail:
-            raise self.fail.pop(0)
-
-    def create(self, event: EventV1) -> EventV1:
-        meta = event.get("metadata", {})
-        key = (meta.get("namespace", ""), meta.get("name", ""))
-        with self._lock:
-            self.calls.append(("create", key[1], json.dumps(event, separators=(",", ":")).encode()))
-            self._injected()
-            if key in self.events:
-                raise SinkStatusError(409, f"events.events.k8s.io {key[1]!r} already exists")
-            self.events[key] = json.loads(json.dumps(event))
-            return self.events[key]
-
-    def patch(self, event: EventV1, patch: bytes) -> EventV1:
-        meta = event.get("metadata", {})
-        key = (meta.get("namespace", ""), meta.get("name", ""))
-        with self._lock:
-            self.calls.append(("patch", key[1], bytes(patch)))
-            self._injected()
-            if key not in self.events:
-                raise SinkStatusError(404, f"events.events.k8s.io {key[1]!r} not found")
-            stored = self.events[key]
-            stored.update(json.loads(patch))
-            return json.loads(json.dumps(stored))
-
-
-class SinkStatusError(Exception):
-    """An API error with an HTTP ``status``, as a sink raises it."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"({status}) {message}")
-        self.status = status
-
-
-_STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 
 
 def _plain(api: Any, obj: Any) -> Any:
@@ -395,7 +264,7 @@ _EVENTS_PATH = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
 
 
 class EventsV1Sink:
-    """Writes to the API server through the official client: ``EventsV1Sink(kubernetes.client.EventsV1Api())``.
+    """Writes events.k8s.io/v1 events with the official client: ``EventsV1Sink(kubernetes.client.EventsV1Api())``.
 
     Creates with a POST of the event and patches with a strategic merge patch; an event without a namespace
     raises ``ValueError`` (client-go: a plain error, retried). With the pydantic-based clients (kubernetes
@@ -448,21 +317,15 @@ class EventsV1Sink:
 
 
 class AsyncEventsV1Sink:
-    """``EventsV1Sink`` for the asyncio client (``kubernetes_asyncio.client.EventsV1Api``).
+    """``EventsV1Sink`` for ``kubernetes_asyncio``: ``AsyncEventsV1Sink(kubernetes_asyncio.client.EventsV1Api())``.
 
-    Its calls run on ``loop`` (default: the loop running where the sink is made), which must keep running
-    while the broadcaster records; from async code, shut the broadcaster down with
-    ``await asyncio.to_thread(broadcaster.shutdown)``.
+    Start recording to it from a coroutine: its calls run on that coroutine's event loop, which must keep
+    running while the broadcaster records; shut the broadcaster down with
+    ``await asyncio.to_thread(broadcaster.shutdown)`` so that the loop stays free for the last writes.
     """
 
-    def __init__(self, events_v1_api: Any, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(self, events_v1_api: Any) -> None:
         self.api = events_v1_api
-        if loop is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                raise RuntimeError("AsyncEventsV1Sink needs a loop: make it inside async code or pass loop=") from None
-        self.loop = loop
 
     async def create(self, event: EventV1) -> Any:
         """POSTs the event to its namespace; returns the stored event."""

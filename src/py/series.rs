@@ -12,14 +12,16 @@ use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyInt};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use super::clock::{clock_arg, to_duration, PyRealClock};
-use super::convert::reference_from_py;
+use super::reference::reference_of;
+use super::sink::PySink;
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::event::ObjectReference;
 use crate::recorder::UuidSource;
+use crate::sink::{Verdict, WriteError};
 use crate::series::{
     make_event_v1, EngineOptions, EventV1, EventV1Input, SeriesEngine, SinkError, SinkV1, DEFAULT_CACHE_SIZE,
     MAX_TRIES_PER_EVENT,
@@ -49,84 +51,77 @@ pub fn event_v1_from_py(v: &Bound<'_, PyAny>, what: &str) -> PyResult<EventV1> {
     serde_json::from_str(&text).map_err(|e| PyValueError::new_err(format!("{what}: not an events.k8s.io/v1 Event: {e}")))
 }
 
-/// A Python sink: `create(event)` and `patch(event, patch_bytes)`, each returning the stored event (a dict)
-/// or None, or raising. Exceptions are classified by their HTTP status (`status`, `code` or `status_code`).
-struct PySink {
-    obj: Py<PyAny>,
+/// A Python sink (`create(event)`, `patch(event, patch_bytes)`, plain or `async def`), called through the
+/// recording pipeline's sink caller: its exception classification, and its loop for async methods.
+struct PySinkV1 {
+    caller: PySink,
+    create: Py<PyAny>,
+    patch: Py<PyAny>,
 }
 
-impl PySink {
-    fn call(&self, method: &str, event: &EventV1, patch: Option<&[u8]>) -> Result<Option<EventV1>, SinkError> {
+impl PySinkV1 {
+    fn new(sink: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let caller = PySink::new(sink)?;
+        Ok(PySinkV1 { caller, create: sink.getattr("create")?.unbind(), patch: sink.getattr("patch")?.unbind() })
+    }
+
+    fn call(&self, create: bool, event: &EventV1, patch: Option<&[u8]>) -> Result<Option<EventV1>, SinkError> {
         Python::attach(|py| {
             let arg = event_v1_to_py(py, event).map_err(|e| SinkError::RequestConstruction(e.to_string()))?;
-            let sink = self.obj.bind(py);
-            let result = match patch {
-                None => sink.call_method1(method, (arg,)),
-                Some(p) => sink.call_method1(method, (arg, PyBytes::new(py, p))),
-            };
-            match result {
-                Ok(answer) if answer.is_instance_of::<PyDict>() => {
-                    // An answer that is not an event is ignored, as a sink that returns nothing.
-                    Ok(event_v1_from_py(&answer, "sink answer").ok())
-                }
+            let args = match patch {
+                None => PyTuple::new(py, [arg]),
+                Some(p) => PyTuple::new(py, [arg, PyBytes::new(py, p).into_any()]),
+            }
+            .map_err(|e| SinkError::RequestConstruction(e.to_string()))?;
+            let method = if create { &self.create } else { &self.patch };
+            match self.caller.call(py, method, args) {
+                // An answer that is not an event is taken as "written as sent".
+                Ok(answer) if answer.is_instance_of::<PyDict>() => Ok(event_v1_from_py(&answer, "sink answer").ok()),
                 Ok(_) => Ok(None),
-                Err(err) => {
-                    let classified = classify(py, &err);
-                    log_failure(py, method, &classified, &err);
-                    Err(classified)
+                Err(e) => {
+                    let e = sink_error(e);
+                    log_failure(py, if create { "create" } else { "patch" }, &e);
+                    Err(e)
                 }
             }
         })
     }
 }
 
-fn status_of(py: Python<'_>, err: &PyErr) -> Option<i64> {
-    let value = err.value(py);
-    ["status", "code", "status_code"].iter().find_map(|name| {
-        let v = value.getattr(*name).ok()?;
-        if v.is_instance_of::<PyInt>() {
-            v.extract::<i64>().ok().filter(|s| (100..600).contains(s))
-        } else {
-            None
-        }
-    })
-}
-
-fn classify(py: Python<'_>, err: &PyErr) -> SinkError {
-    let message = err.to_string();
-    match status_of(py, err) {
-        Some(404) => SinkError::NotFound,
-        Some(409) => SinkError::AlreadyExists,
-        Some(_) => SinkError::Rejected(message),
-        None if err.is_instance_of::<PyTypeError>(py) || err.is_instance_of::<PyValueError>(py) => {
-            SinkError::RequestConstruction(message)
-        }
-        None => SinkError::Transient(message),
+/// The pipeline's classification in `recordEvent`'s terms: 404 and 409 are told apart, other statuses
+/// and errors keep the pipeline's verdict (429 and 5xx retried, other statuses and bad requests not).
+fn sink_error(e: WriteError) -> SinkError {
+    match (e.status, e.verdict) {
+        (Some(404), _) => SinkError::NotFound,
+        (Some(409), _) => SinkError::AlreadyExists,
+        (_, Verdict::Retry) => SinkError::Transient(e.to_string()),
+        (Some(_), Verdict::GiveUp) => SinkError::Rejected(e.to_string()),
+        (None, Verdict::GiveUp) => SinkError::RequestConstruction(e.to_string()),
     }
 }
 
-fn log_failure(py: Python<'_>, method: &str, e: &SinkError, err: &PyErr) {
-    let what = match e {
+fn log_failure(py: Python<'_>, method: &str, e: &SinkError) {
+    let (what, detail) = match e {
         SinkError::NotFound | SinkError::AlreadyExists => return,
-        SinkError::Transient(_) => "Unable to write event (may retry after sleeping)",
-        SinkError::Rejected(_) | SinkError::RequestConstruction(_) => "Server rejected event (will not retry!)",
+        SinkError::Transient(m) => ("Unable to write event (may retry after sleeping)", m),
+        SinkError::Rejected(m) | SinkError::RequestConstruction(m) => ("Server rejected event (will not retry!)", m),
     };
     let logged = py
         .import("logging")
         .and_then(|l| l.call_method1("getLogger", ("kubevents",)))
-        .and_then(|l| l.call_method1("warning", ("%s: %s: %s", what, method, err.value(py))));
+        .and_then(|l| l.call_method1("warning", ("%s: %s: %s", what, method, detail)));
     if let Err(e) = logged {
         e.write_unraisable(py, None);
     }
 }
 
-impl SinkV1 for PySink {
+impl SinkV1 for PySinkV1 {
     fn create(&mut self, event: &EventV1) -> Result<Option<EventV1>, SinkError> {
-        self.call("create", event, None)
+        self.call(true, event, None)
     }
 
     fn patch(&mut self, event: &EventV1, patch: &[u8]) -> Result<Option<EventV1>, SinkError> {
-        self.call("patch", event, Some(patch))
+        self.call(false, event, Some(patch))
     }
 }
 
@@ -168,7 +163,7 @@ impl Shared {
         *self.worker.lock().unwrap_or_else(|p| p.into_inner()) == Some(std::thread::current().id())
     }
 
-    fn run(&self, mut sink: PySink) {
+    fn run(&self, mut sink: PySinkV1) {
         loop {
             let (batch, kick, stopping) = {
                 let mut st = self.state();
@@ -255,13 +250,21 @@ impl PyEventsV1Engine {
     #[pyo3(signature = (sink, *, clock=None, sleep_duration=None, max_tries=MAX_TRIES_PER_EVENT as i64,
                         cache_size=DEFAULT_CACHE_SIZE as i64, seed=None))]
     fn new(
-        sink: Py<PyAny>,
+        sink: &Bound<'_, PyAny>,
         clock: Option<&Bound<'_, PyAny>>,
         sleep_duration: Option<&Bound<'_, PyAny>>,
         max_tries: i64,
         cache_size: i64,
         seed: Option<u64>,
     ) -> PyResult<Self> {
+        for method in ["create", "patch"] {
+            if !sink.getattr_opt(method)?.is_some_and(|m| m.is_callable()) {
+                return Err(PyTypeError::new_err(format!(
+                    "sink: a {} has no {method}() method; a sink needs create(event) and patch(event, patch)",
+                    type_name(sink)
+                )));
+            }
+        }
         let real_clock = clock.is_none_or(|c| c.is_none() || c.cast::<PyRealClock>().is_ok());
         let clock = clock_arg(clock)?;
         let engine_clock = clock.clone();
@@ -288,7 +291,7 @@ impl PyEventsV1Engine {
                 real_clock,
                 worker: Mutex::new(None),
             }),
-            sink: Mutex::new(Some(sink)),
+            sink: Mutex::new(Some(sink.clone().unbind())),
             thread: Mutex::new(None),
         })
     }
@@ -313,9 +316,11 @@ impl PyEventsV1Engine {
         reporting_instance: &str,
         want_event: bool,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let regarding = reference_from_py(regarding, "regarding")?;
-        let related: Option<ObjectReference> =
-            related.filter(|r| !r.is_none()).map(|r| reference_from_py(r, "related")).transpose()?;
+        let regarding = reference_of(regarding, None).map_err(|e| prefixed(py, "regarding", e))?;
+        let related: Option<ObjectReference> = related
+            .filter(|r| !r.is_none())
+            .map(|r| reference_of(r, None).map_err(|e| prefixed(py, "related", e)))
+            .transpose()?;
         let now: Time = self.clock.now()?;
         let input = EventV1Input {
             regarding: &regarding,
@@ -346,7 +351,7 @@ impl PyEventsV1Engine {
     }
 
     /// Starts the engine thread: events recorded from now on reach the sink.
-    fn start(&self) -> PyResult<()> {
+    fn start(&self, py: Python<'_>) -> PyResult<()> {
         let mut st = self.shared.state();
         if st.started || st.stopping {
             return Err(PyRuntimeError::new_err(if st.stopping {
@@ -355,8 +360,12 @@ impl PyEventsV1Engine {
                 "the broadcaster is already recording to its sink"
             }));
         }
-        let sink = self.sink.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let Some(obj) = sink else { return Err(PyRuntimeError::new_err("the broadcaster is shut down")) };
+        let mut slot = self.sink.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(obj) = slot.as_ref() else { return Err(PyRuntimeError::new_err("the broadcaster is shut down")) };
+        // Made here, so that an async sink runs on the loop running now.
+        let sink = PySinkV1::new(obj.bind(py))?;
+        slot.take();
+        drop(slot);
         st.started = true;
         drop(st);
         let shared = self.shared.clone();
@@ -364,7 +373,7 @@ impl PyEventsV1Engine {
             .name("kubevents-events-v1".into())
             .spawn(move || {
                 *shared.worker.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::thread::current().id());
-                shared.run(PySink { obj })
+                shared.run(sink)
             })
             .map_err(|e| PyRuntimeError::new_err(format!("cannot start the engine thread: {e}")))?;
         *self.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
@@ -481,6 +490,19 @@ impl PyEventsV1Engine {
         }
         d.set_item("last_error", st.last_error.clone())?;
         Ok(d)
+    }
+}
+
+/// The reference builder's error, naming the argument instead of `obj`.
+fn prefixed(py: Python<'_>, what: &str, e: PyErr) -> PyErr {
+    let msg = e.value(py).to_string();
+    let msg = format!("{what}: {}", msg.strip_prefix("obj: ").unwrap_or(&msg));
+    if e.is_instance_of::<PyTypeError>(py) {
+        PyTypeError::new_err(msg)
+    } else if e.is_instance_of::<PyValueError>(py) {
+        PyValueError::new_err(msg)
+    } else {
+        e
     }
 }
 
