@@ -414,3 +414,19 @@ def test_a_sink_calling_back_into_its_broadcaster_gets_an_error():
     b.new_recorder("c", "i").eventf(POD, None, "Normal", "r", "a", "n")
     b.shutdown(timeout=10)
     assert errors == ["wait_idle called from the sink, on the engine thread"]
+
+
+def test_fake_events_recorder_formats_as_client_go():
+    from kubevents.testing import FakeEventsRecorder
+
+    plain = FakeEventsRecorder()
+    plain.eventf(POD, None, "Warning", "BackOff", "Restarting", "restarting %s in %ds", "api", 10)
+    verbose = FakeEventsRecorder(verbose=True)
+    node = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n1"}}
+    verbose.annotated_eventf(POD, node, {"b": "2", "a": "1"}, "Normal", "Scheduled", "Binding", "bound to %s", "n1")
+    verbose.eventf(POD, None, "Normal", "Started", "Start", "100%")
+    assert plain.events == ["Warning BackOff restarting api in 10s"]
+    assert verbose.events == [
+        "Normal Scheduled Binding bound to n1 {kind=Pod,apiVersion=v1} {kind=Node,apiVersion=v1} map[a:1 b:2]",
+        "Normal Started Start 100% {kind=Pod,apiVersion=v1}",
+    ]

@@ -26,6 +26,9 @@ use crate::series::{
     make_event_v1, EngineOptions, EventV1, EventV1Input, SeriesEngine, SinkError, SinkV1, DEFAULT_CACHE_SIZE,
     MAX_TRIES_PER_EVENT,
 };
+
+// The constructor's signature spells these defaults as literals, so that the stubs can show them.
+const _: () = assert!(MAX_TRIES_PER_EVENT == 12 && DEFAULT_CACHE_SIZE == 4096);
 use crate::time::Time;
 
 /// client-go's `maxQueuedEvents`: events waiting for the engine thread beyond this are dropped.
@@ -247,8 +250,8 @@ pub struct PyEventsV1Engine {
 #[pymethods]
 impl PyEventsV1Engine {
     #[new]
-    #[pyo3(signature = (sink, *, clock=None, sleep_duration=None, max_tries=MAX_TRIES_PER_EVENT as i64,
-                        cache_size=DEFAULT_CACHE_SIZE as i64, seed=None))]
+    #[pyo3(signature = (sink, *, clock=None, sleep_duration=None, max_tries=12,
+                        cache_size=4096, seed=None))]
     fn new(
         sink: &Bound<'_, PyAny>,
         clock: Option<&Bound<'_, PyAny>>,
