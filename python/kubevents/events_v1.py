@@ -176,9 +176,23 @@ class EventsBroadcaster:
             reporting_instance = f"{reporting_controller}-{socket.gethostname()}"
         return EventsRecorder(self, reporting_controller, reporting_instance)
 
-    def _record(self, *args: Any) -> None:
+    def _record(
+        self,
+        regarding: Any,
+        related: Any,
+        annotations: dict[str, str] | None,
+        type: str,
+        reason: str,
+        action: str,
+        note: str,
+        reporting_controller: str,
+        reporting_instance: str,
+    ) -> None:
         watchers = self._watchers
-        event = self._engine.record(*args, want_event=bool(watchers))
+        event = self._engine.record(
+            regarding, related, annotations, type, reason, action, note, reporting_controller, reporting_instance,
+            want_event=bool(watchers),
+        )
         if event is not None:
             for w in watchers:
                 w.offer(event)
@@ -248,7 +262,7 @@ class EventsBroadcaster:
 
     def stats(self) -> dict[str, Any]:
         """Counters: series decisions, sink writes and errors, retries, drops, truncated notes, cache size."""
-        return self._engine.stats()
+        return dict(self._engine.stats())
 
 
 
