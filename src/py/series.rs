@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::intern;
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use super::clock::{clock_arg, to_duration, PyRealClock};
+use super::convert::reference_to_py;
 use super::reference::reference_of;
 use super::sink::PySink;
 use crate::clock::Clock;
@@ -40,9 +42,67 @@ fn type_name(v: &Bound<'_, PyAny>) -> String {
     v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
 }
 
-/// An events.k8s.io/v1 Event as a dict of its JSON shape.
+fn set_str(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, v: &str) -> PyResult<()> {
+    if v.is_empty() {
+        Ok(())
+    } else {
+        d.set_item(key, v)
+    }
+}
+
+fn micro_str(t: Option<Time>) -> Option<String> {
+    t.map(Time::to_rfc3339_micro)
+}
+
+/// An events.k8s.io/v1 Event as a dict of its JSON shape, key for key as `EventV1` serializes (by hand:
+/// every write crosses here, and a JSON round trip costs several microseconds).
 pub fn event_v1_to_py<'py>(py: Python<'py>, e: &EventV1) -> PyResult<Bound<'py, PyAny>> {
-    py.import("json")?.call_method1("loads", (e.to_json(),))
+    let d = PyDict::new(py);
+    set_str(&d, intern!(py, "apiVersion"), &e.api_version)?;
+    set_str(&d, intern!(py, "kind"), &e.kind)?;
+    let meta = PyDict::new(py);
+    set_str(&meta, intern!(py, "name"), &e.metadata.name)?;
+    set_str(&meta, intern!(py, "namespace"), &e.metadata.namespace)?;
+    set_str(&meta, intern!(py, "resourceVersion"), &e.metadata.resource_version)?;
+    if !e.metadata.annotations.is_empty() {
+        meta.set_item(intern!(py, "annotations"), &e.metadata.annotations)?;
+    }
+    d.set_item(intern!(py, "metadata"), meta)?;
+    d.set_item(intern!(py, "eventTime"), micro_str(e.event_time))?;
+    if let Some(s) = &e.series {
+        let sd = PyDict::new(py);
+        if s.count != 0 {
+            sd.set_item(intern!(py, "count"), s.count)?;
+        }
+        sd.set_item(intern!(py, "lastObservedTime"), micro_str(s.last_observed_time))?;
+        d.set_item(intern!(py, "series"), sd)?;
+    }
+    set_str(&d, intern!(py, "reportingController"), &e.reporting_controller)?;
+    set_str(&d, intern!(py, "reportingInstance"), &e.reporting_instance)?;
+    set_str(&d, intern!(py, "action"), &e.action)?;
+    set_str(&d, intern!(py, "reason"), &e.reason)?;
+    d.set_item(intern!(py, "regarding"), reference_to_py(py, &e.regarding)?)?;
+    if let Some(r) = &e.related {
+        d.set_item(intern!(py, "related"), reference_to_py(py, r)?)?;
+    }
+    set_str(&d, intern!(py, "note"), &e.note)?;
+    set_str(&d, intern!(py, "type"), &e.type_)?;
+    if !e.deprecated_source.component.is_empty() || !e.deprecated_source.host.is_empty() {
+        let source = PyDict::new(py);
+        set_str(&source, intern!(py, "component"), &e.deprecated_source.component)?;
+        set_str(&source, intern!(py, "host"), &e.deprecated_source.host)?;
+        d.set_item(intern!(py, "deprecatedSource"), source)?;
+    }
+    if let Some(t) = e.deprecated_first_timestamp {
+        d.set_item(intern!(py, "deprecatedFirstTimestamp"), t.to_rfc3339())?;
+    }
+    if let Some(t) = e.deprecated_last_timestamp {
+        d.set_item(intern!(py, "deprecatedLastTimestamp"), t.to_rfc3339())?;
+    }
+    if e.deprecated_count != 0 {
+        d.set_item(intern!(py, "deprecatedCount"), e.deprecated_count)?;
+    }
+    Ok(d.into_any())
 }
 
 /// A dict of the events.k8s.io/v1 Event JSON shape.
@@ -68,7 +128,7 @@ impl PySinkV1 {
         Ok(PySinkV1 { caller, create: sink.getattr("create")?.unbind(), patch: sink.getattr("patch")?.unbind() })
     }
 
-    fn call(&self, create: bool, event: &EventV1, patch: Option<&[u8]>) -> Result<Option<EventV1>, SinkError> {
+    fn call(&self, create: bool, event: &EventV1, patch: Option<&[u8]>, answer: bool) -> Result<Option<EventV1>, SinkError> {
         Python::attach(|py| {
             let arg = event_v1_to_py(py, event).map_err(|e| SinkError::RequestConstruction(e.to_string()))?;
             let args = match patch {
@@ -79,7 +139,7 @@ impl PySinkV1 {
             let method = if create { &self.create } else { &self.patch };
             match self.caller.call(py, method, args) {
                 // An answer that is not an event is taken as "written as sent".
-                Ok(answer) if answer.is_instance_of::<PyDict>() => Ok(event_v1_from_py(&answer, "sink answer").ok()),
+                Ok(out) if answer && out.is_instance_of::<PyDict>() => Ok(event_v1_from_py(&out, "sink answer").ok()),
                 Ok(_) => Ok(None),
                 Err(e) => {
                     let e = sink_error(e);
@@ -119,12 +179,12 @@ fn log_failure(py: Python<'_>, method: &str, e: &SinkError) {
 }
 
 impl SinkV1 for PySinkV1 {
-    fn create(&mut self, event: &EventV1) -> Result<Option<EventV1>, SinkError> {
-        self.call(true, event, None)
+    fn create(&mut self, event: &EventV1, answer: bool) -> Result<Option<EventV1>, SinkError> {
+        self.call(true, event, None, answer)
     }
 
-    fn patch(&mut self, event: &EventV1, patch: &[u8]) -> Result<Option<EventV1>, SinkError> {
-        self.call(false, event, Some(patch))
+    fn patch(&mut self, event: &EventV1, patch: &[u8], answer: bool) -> Result<Option<EventV1>, SinkError> {
+        self.call(false, event, Some(patch), answer)
     }
 }
 
@@ -344,8 +404,11 @@ impl PyEventsV1Engine {
             if st.queue.len() >= MAX_QUEUED_EVENTS {
                 st.dropped += 1;
             } else {
+                // The engine thread takes the whole queue at once, so only the first event needs to wake it.
+                if st.queue.is_empty() {
+                    self.shared.wake.notify_one();
+                }
                 st.queue.push_back(event);
-                self.shared.wake.notify_one();
             }
         } else if st.stopping {
             st.dropped += 1;

@@ -145,7 +145,7 @@ impl SeriesEngine {
 
     /// One `recordEvent`, counted.
     fn record(&mut self, sink: &mut dyn SinkV1, event: &EventV1) -> Recorded {
-        let r = record_event(sink, event);
+        let r = record_event(sink, event, false);
         if r.error.is_some() {
             self.stats.write_errors += 1;
         } else {
@@ -189,14 +189,14 @@ impl SeriesEngine {
         if self.next_finish <= now {
             self.stats.finish_rounds += 1;
             let mut stats = self.stats;
-            self.cache.finish_round(now, |w| one_attempt(&mut stats, sink, &w));
+            self.cache.finish_round(now, |w| one_attempt(&mut stats, sink, &w, false));
             self.stats = stats;
             self.next_finish = self.clock.now()?.add_nanos(FINISH_TIME);
         }
         if self.next_refresh <= now {
             self.stats.refresh_rounds += 1;
             let mut stats = self.stats;
-            self.cache.refresh_round(|w| one_attempt(&mut stats, sink, &w));
+            self.cache.refresh_round(|w| one_attempt(&mut stats, sink, &w, true));
             self.stats = stats;
             self.next_refresh = self.clock.now()?.add_nanos(REFRESH_TIME);
         }
@@ -226,8 +226,8 @@ impl SeriesEngine {
 }
 
 /// A round's single attempt at one write (no retry loop, as in client-go's rounds).
-fn one_attempt(stats: &mut EngineStats, sink: &mut dyn SinkV1, w: &Write) -> Attempt {
-    let r = record_event(sink, &w.event);
+fn one_attempt(stats: &mut EngineStats, sink: &mut dyn SinkV1, w: &Write, answer: bool) -> Attempt {
+    let r = record_event(sink, &w.event, answer);
     if r.error.is_some() {
         stats.write_errors += 1;
     } else {

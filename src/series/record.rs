@@ -21,10 +21,12 @@ pub enum SinkError {
 }
 
 /// Where events.k8s.io/v1 events are written (`tools/events` `EventSink`, less the unused `Update`).
+/// `answer` says whether the caller uses the stored object (only the refresh round does), so that a sink
+/// may skip reading it.
 pub trait SinkV1 {
-    fn create(&mut self, event: &EventV1) -> Result<Option<EventV1>, SinkError>;
+    fn create(&mut self, event: &EventV1, answer: bool) -> Result<Option<EventV1>, SinkError>;
     /// `patch` is a strategic merge patch of `event`'s stored object (`event.metadata` names it).
-    fn patch(&mut self, event: &EventV1, patch: &[u8]) -> Result<Option<EventV1>, SinkError>;
+    fn patch(&mut self, event: &EventV1, patch: &[u8], answer: bool) -> Result<Option<EventV1>, SinkError>;
 }
 
 /// The strategic merge patch from `event` without its series to `event`: exactly
@@ -63,15 +65,15 @@ pub struct Recorded {
 /// and no `resourceVersion`); anything else is created. A 409 on the create of a series means the first
 /// event's create raced this one, so it is retried; a 409 on a plain create, any other server answer, and
 /// an unbuildable request are not.
-pub fn record_event(sink: &mut dyn SinkV1, event: &EventV1) -> Recorded {
+pub fn record_event(sink: &mut dyn SinkV1, event: &EventV1, answer: bool) -> Recorded {
     let is_series = event.series.is_some();
     let result = if is_series {
-        match sink.patch(event, &series_patch(event)) {
-            Err(SinkError::NotFound) => create_fresh(sink, event),
+        match sink.patch(event, &series_patch(event), answer) {
+            Err(SinkError::NotFound) => create_fresh(sink, event, answer),
             other => other,
         }
     } else {
-        create_fresh(sink, event)
+        create_fresh(sink, event, answer)
     };
     match result {
         Ok(answer) => Recorded { answer, error: None, retry: false },
@@ -86,13 +88,13 @@ pub fn record_event(sink: &mut dyn SinkV1, event: &EventV1) -> Recorded {
     }
 }
 
-fn create_fresh(sink: &mut dyn SinkV1, event: &EventV1) -> Result<Option<EventV1>, SinkError> {
+fn create_fresh(sink: &mut dyn SinkV1, event: &EventV1, answer: bool) -> Result<Option<EventV1>, SinkError> {
     if event.metadata.resource_version.is_empty() {
-        return sink.create(event);
+        return sink.create(event, answer);
     }
     let mut fresh = event.clone();
     fresh.metadata.resource_version.clear();
-    sink.create(&fresh)
+    sink.create(&fresh, answer)
 }
 
 /// `wait.Jitter(d, 0.25)`: `d` plus up to a quarter of it, `unit` being a uniform draw in [0, 1).

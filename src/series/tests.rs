@@ -38,7 +38,7 @@ impl Store {
 }
 
 impl SinkV1 for Store {
-    fn create(&mut self, event: &EventV1) -> Result<Option<EventV1>, SinkError> {
+    fn create(&mut self, event: &EventV1, _: bool) -> Result<Option<EventV1>, SinkError> {
         self.calls.push(("create", event.metadata.name.clone(), event.to_json()));
         self.injected()?;
         if self.events.contains_key(&Self::key(event)) {
@@ -48,7 +48,7 @@ impl SinkV1 for Store {
         Ok(Some(event.clone()))
     }
 
-    fn patch(&mut self, event: &EventV1, patch: &[u8]) -> Result<Option<EventV1>, SinkError> {
+    fn patch(&mut self, event: &EventV1, patch: &[u8], _: bool) -> Result<Option<EventV1>, SinkError> {
         let body = String::from_utf8(patch.to_vec()).unwrap();
         self.calls.push(("patch", event.metadata.name.clone(), body));
         self.injected()?;
@@ -121,18 +121,18 @@ fn record_event_to_sink() {
     for (name, events, expected) in cases {
         let mut store = Store::default();
         for e in &events {
-            record_event(&mut store, e);
+            record_event(&mut store, e, true);
         }
         assert_eq!(store.events.len(), 1, "{name}");
         assert_eq!(store.events.values().next(), Some(&expected), "{name}");
     }
     // Retry rules: AlreadyExists is retried for a series only; server answers and bad requests never.
     let mut store = Store::default();
-    record_event(&mut store, &plain());
-    let r = record_event(&mut store, &plain());
+    record_event(&mut store, &plain(), true);
+    let r = record_event(&mut store, &plain(), true);
     assert_eq!((r.error, r.retry), (Some(SinkError::AlreadyExists), false));
     let mut store = Store { fail: vec![SinkError::NotFound, SinkError::AlreadyExists], ..Default::default() };
-    let r = record_event(&mut store, &with_series(plain()));
+    let r = record_event(&mut store, &with_series(plain()), true);
     assert!(r.retry);
     assert_eq!(store.calls.iter().map(|c| c.0).collect::<Vec<_>>(), ["patch", "create"]);
     for (err, retry) in [
@@ -141,7 +141,7 @@ fn record_event_to_sink() {
         (SinkError::Transient("refused".into()), true),
     ] {
         let mut store = Store { fail: vec![err], ..Default::default() };
-        assert_eq!(record_event(&mut store, &plain()).retry, retry);
+        assert_eq!(record_event(&mut store, &plain(), true).retry, retry);
     }
 }
 
@@ -196,7 +196,7 @@ fn finish_series() {
     singleton.reporting_controller = "nonFinished-controller".into();
     cache.observe(singleton, now);
     cache.finish_round(now, |w| {
-        let r = record_event(&mut store, &w.event);
+        let r = record_event(&mut store, &w.event, true);
         (r.answer, r.retry)
     });
     assert_eq!(store.calls.len(), 1);
@@ -223,7 +223,7 @@ fn refresh_existing_event_series() {
         cache.refresh_round(|w| {
             writes += 1;
             assert_eq!(w.cause, WriteCause::Refresh);
-            let r = record_event(&mut store, &w.event);
+            let r = record_event(&mut store, &w.event, true);
             (r.answer, r.retry)
         });
         assert_eq!(writes, 1);
