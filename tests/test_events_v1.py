@@ -430,3 +430,34 @@ def test_fake_events_recorder_formats_as_client_go():
         "Normal Scheduled Binding bound to n1 {kind=Pod,apiVersion=v1} {kind=Node,apiVersion=v1} map[a:1 b:2]",
         "Normal Started Start 100% {kind=Pod,apiVersion=v1}",
     ]
+
+
+def test_stats_while_an_async_write_is_in_flight_does_not_deadlock():
+    started = threading.Event()
+
+    class SlowAsyncSink:
+        async def create(self, event):
+            started.set()
+            await asyncio.sleep(0.05)
+            return None
+
+        async def patch(self, event, patch):
+            return None
+
+    async def main():
+        b = kubevents.EventsBroadcaster(SlowAsyncSink(), clock=kubevents.FakeClock(T0))
+        b.start_recording_to_sink()
+        b.new_recorder("c", "i").eventf(POD, None, "Normal", "r", "a", "n")
+        seen = []
+
+        def poll():
+            started.wait(5)
+            seen.append(b.stats()["observed"])
+
+        t = threading.Thread(target=poll, daemon=True)
+        t.start()
+        await asyncio.to_thread(t.join, 5)
+        assert not t.is_alive() and seen == [1]
+        return await asyncio.to_thread(b.shutdown, 10)
+
+    assert asyncio.run(main())["writes_ok"] == 1

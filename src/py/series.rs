@@ -35,6 +35,8 @@ use crate::time::Time;
 
 /// client-go's `maxQueuedEvents`: events waiting for the engine thread beyond this are dropped.
 const MAX_QUEUED_EVENTS: usize = 1000;
+/// Events handled per GIL acquisition on the engine thread.
+const GIL_CHUNK: usize = 64;
 /// How often the engine thread looks at a clock it cannot wait on (a fake or user clock).
 const POLL: Duration = Duration::from_millis(20);
 
@@ -251,10 +253,17 @@ impl Shared {
             if let Err(e) = engine.run_due(&mut sink) {
                 self.state().last_error = Some(e.to_string());
             }
-            for event in batch {
-                if let Err(e) = engine.observe(event, &mut sink) {
-                    self.state().last_error = Some(e.to_string());
-                }
+            // One GIL acquisition per chunk of events rather than one per sink call (taking the GIL from a busy
+            // Python thread can cost a switch interval each time), in chunks short enough not to starve it.
+            let mut batch = batch.into_iter().peekable();
+            while batch.peek().is_some() {
+                Python::attach(|_| {
+                    for event in batch.by_ref().take(GIL_CHUNK) {
+                        if let Err(e) = engine.observe(event, &mut sink) {
+                            self.state().last_error = Some(e.to_string());
+                        }
+                    }
+                });
             }
             if stopping {
                 let rest = std::mem::take(&mut self.state().queue);
@@ -525,7 +534,8 @@ impl PyEventsV1Engine {
 
     /// Counters: what the series cache decided, what the sink did, what was dropped.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.shared.engine().stats();
+        // Without the GIL: the engine thread may hold the engine while an async sink call waits for it.
+        let s = py.detach(|| self.shared.engine().stats());
         let st = self.shared.state();
         let d = PyDict::new(py);
         let c = s.cache;
