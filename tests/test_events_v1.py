@@ -119,6 +119,20 @@ def test_event_seriesf(setup):
     assert b'"action":"stopped"' in sink.calls[2][2] and b"series" not in sink.calls[2][2]
 
 
+# TestEventSeriesWithEventSinkImplRace: two identical events in a row leave one stored event with a series.
+def test_two_identical_events_leave_one_event_with_a_series():
+    sink = MemorySink()
+    b = kubevents.EventsBroadcaster(sink)
+    b.start_recording_to_sink()
+    rec = b.new_recorder("c", "i")
+    rec.eventf({"kind": "Pod", "name": "p"}, None, "Normal", "reason", "action", "")
+    rec.eventf({"kind": "Pod", "name": "p"}, None, "Normal", "reason", "action", "")
+    b.shutdown(timeout=10)
+    stored = sink.events()
+    assert len(stored) == 1
+    assert stored[0]["metadata"]["namespace"] == "default" and stored[0]["series"]["count"] == 2
+
+
 def drive(clock, b, rec, seconds, occurs):
     for s in range(seconds + 1):
         clock.set(T0 + s)

@@ -6,10 +6,12 @@
 
 use std::num::NonZeroUsize;
 
+use foldhash::fast::RandomState;
 use lru::LruCache;
+use std::hash::BuildHasher;
 
 use super::event::EventV1;
-use super::key::SeriesKey;
+use super::key::{KeyView, SeriesKey};
 use super::FINISH_TIME;
 use crate::event::EventSeries;
 use crate::time::Time;
@@ -61,6 +63,7 @@ pub struct CacheStats {
 }
 
 struct Entry {
+    key: SeriesKey,
     event: EventV1,
     /// The series count the last write carried (1 for the create), so that eviction and shutdown write
     /// only counts the server has not seen.
@@ -73,60 +76,102 @@ impl Entry {
     }
 }
 
-pub struct SeriesCache {
-    entries: LruCache<SeriesKey, Entry>,
+/// The entries whose keys share one hash (almost always one).
+type Bucket = Vec<Entry>;
+
+/// The LRU is keyed by the hash of the isomorphic key, so that a repeat is found without building its key;
+/// the full key, kept in the entry, settles it. The bound counts hashes.
+pub struct SeriesCache<S = RandomState> {
+    entries: LruCache<u64, Bucket>,
+    hasher: S,
+    len: usize,
     stats: CacheStats,
 }
 
 impl SeriesCache {
     pub fn new(capacity: NonZeroUsize) -> Self {
-        SeriesCache { entries: LruCache::new(capacity), stats: CacheStats::default() }
+        Self::with_hasher(capacity, RandomState::default())
+    }
+}
+
+impl<S: BuildHasher> SeriesCache<S> {
+    pub fn with_hasher(capacity: NonZeroUsize, hasher: S) -> Self {
+        SeriesCache { entries: LruCache::new(capacity), hasher, len: 0, stats: CacheStats::default() }
     }
 
+    /// Entries cached (distinct keys).
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len == 0
     }
 
     pub fn stats(&self) -> CacheStats {
         self.stats
     }
 
-    /// One occurrence at `now`: the write it needs, if any, and the write of a live series the new entry
+    /// One occurrence at `now`: the write it needs, if any, and the writes of live series the new entry
     /// pushed out of a full cache.
-    pub fn observe(&mut self, event: EventV1, now: Time) -> (Option<Write>, Option<Write>) {
+    pub fn observe(&mut self, event: EventV1, now: Time) -> (Option<Write>, Vec<Write>) {
         self.stats.observed += 1;
-        let key = SeriesKey::of(&event);
-        if let Some(entry) = self.entries.get_mut(&key) {
-            if let Some(series) = entry.event.series.as_mut() {
-                series.count = series.count.saturating_add(1);
-                series.last_observed_time = Some(now);
-                self.stats.counted += 1;
-                return (None, None);
+        let hash = self.hasher.hash_one(KeyView(&event));
+        if let Some(bucket) = self.entries.get_mut(&hash) {
+            if let Some(entry) = bucket.iter_mut().find(|e| e.key.matches(&event)) {
+                if let Some(series) = entry.event.series.as_mut() {
+                    series.count = series.count.saturating_add(1);
+                    series.last_observed_time = Some(now);
+                    self.stats.counted += 1;
+                    return (None, Vec::new());
+                }
+                entry.event.series = Some(EventSeries { count: 2, last_observed_time: Some(now) });
+                entry.written = 2;
+                self.stats.series_started += 1;
+                return (Some(Write { event: entry.event.clone(), cause: WriteCause::SeriesStart }), Vec::new());
             }
-            entry.event.series = Some(EventSeries { count: 2, last_observed_time: Some(now) });
-            entry.written = 2;
-            self.stats.series_started += 1;
-            return (Some(Write { event: entry.event.clone(), cause: WriteCause::SeriesStart }), None);
+            self.stats.created += 1;
+            self.len += 1;
+            let first = Write { event: event.clone(), cause: WriteCause::First };
+            bucket.push(Entry { key: SeriesKey::of(&event), event, written: 1 });
+            return (Some(first), Vec::new());
         }
         self.stats.created += 1;
+        self.len += 1;
         let first = Write { event: event.clone(), cause: WriteCause::First };
-        let evicted = self.entries.push(key, Entry { event, written: 1 }).and_then(|(_, old)| {
-            self.stats.evicted += 1;
-            old.unwritten_series().then(|| {
-                self.stats.evicted_writes += 1;
-                Write { event: old.event, cause: WriteCause::Evicted }
-            })
-        });
+        let entry = Entry { key: SeriesKey::of(&event), event, written: 1 };
+        let mut evicted = Vec::new();
+        if let Some((_, old)) = self.entries.push(hash, vec![entry]) {
+            for e in old {
+                self.len -= 1;
+                self.stats.evicted += 1;
+                if e.unwritten_series() {
+                    self.stats.evicted_writes += 1;
+                    evicted.push(Write { event: e.event, cause: WriteCause::Evicted });
+                }
+            }
+        }
         (Some(first), evicted)
     }
 
-    /// Keys from least to most recently used, so that rounds go in a fixed order.
-    fn keys_oldest_first(&self) -> Vec<SeriesKey> {
-        self.entries.iter().rev().map(|(k, _)| k.clone()).collect()
+    /// Every entry, from least to most recently used, so that rounds go in a fixed order.
+    fn entries_oldest_first(&self) -> Vec<(u64, SeriesKey)> {
+        self.entries.iter().rev().flat_map(|(h, b)| b.iter().map(|e| (*h, e.key.clone()))).collect()
+    }
+
+    fn entry_mut(&mut self, hash: u64, key: &SeriesKey) -> Option<&mut Entry> {
+        self.entries.peek_mut(&hash)?.iter_mut().find(|e| &e.key == key)
+    }
+
+    fn remove(&mut self, hash: u64, key: &SeriesKey) {
+        if let Some(bucket) = self.entries.peek_mut(&hash) {
+            let before = bucket.len();
+            bucket.retain(|e| &e.key != key);
+            self.len -= before - bucket.len();
+            if bucket.is_empty() {
+                self.entries.pop(&hash);
+            }
+        }
     }
 
     /// `finishSeries` at `now`: every series last seen before `now - 6 min` gets one write attempt and is
@@ -134,21 +179,22 @@ impl SeriesCache {
     /// `eventTime` is before `now - 6 min` is dropped without a write.
     pub fn finish_round(&mut self, now: Time, mut attempt: impl FnMut(Write) -> Attempt) {
         let cutoff = now.add_nanos(-FINISH_TIME);
-        for key in self.keys_oldest_first() {
-            let Some(entry) = self.entries.peek(&key) else { continue };
+        for (hash, key) in self.entries_oldest_first() {
+            let Some(entry) = self.entry_mut(hash, &key) else { continue };
             match &entry.event.series {
                 Some(s) => {
                     if s.last_observed_time.is_none_or(|t| t < cutoff) {
+                        let event = entry.event.clone();
                         self.stats.finish_writes += 1;
-                        let (_, retry) = attempt(Write { event: entry.event.clone(), cause: WriteCause::Finish });
+                        let (_, retry) = attempt(Write { event, cause: WriteCause::Finish });
                         if !retry {
-                            self.entries.pop(&key);
+                            self.remove(hash, &key);
                         }
                     }
                 }
                 None => {
                     if entry.event.event_time.is_none_or(|t| t < cutoff) {
-                        self.entries.pop(&key);
+                        self.remove(hash, &key);
                         self.stats.forgotten += 1;
                     }
                 }
@@ -159,12 +205,13 @@ impl SeriesCache {
     /// `refreshExistingEventSeries`: one write attempt for every series; when it succeeds with an object,
     /// that object replaces the cached event.
     pub fn refresh_round(&mut self, mut attempt: impl FnMut(Write) -> Attempt) {
-        for key in self.keys_oldest_first() {
-            let Some(entry) = self.entries.peek(&key) else { continue };
+        for (hash, key) in self.entries_oldest_first() {
+            let Some(entry) = self.entry_mut(hash, &key) else { continue };
             let Some(count) = entry.event.series.as_ref().map(|s| s.count) else { continue };
+            let event = entry.event.clone();
             self.stats.refresh_writes += 1;
-            let (answer, retry) = attempt(Write { event: entry.event.clone(), cause: WriteCause::Refresh });
-            if let (false, Some(e)) = (retry, self.entries.peek_mut(&key)) {
+            let (answer, retry) = attempt(Write { event, cause: WriteCause::Refresh });
+            if let (false, Some(e)) = (retry, self.entry_mut(hash, &key)) {
                 e.written = count;
                 if let Some(server) = answer {
                     e.event = server;
@@ -176,17 +223,15 @@ impl SeriesCache {
     /// Empties the cache, returning the write of every live series whose count the server has not seen.
     pub fn drain(&mut self) -> Vec<Write> {
         let mut out = Vec::new();
-        while let Some((_, entry)) = self.entries.pop_lru() {
-            if entry.unwritten_series() {
-                self.stats.shutdown_writes += 1;
-                out.push(Write { event: entry.event, cause: WriteCause::Shutdown });
+        while let Some((_, bucket)) = self.entries.pop_lru() {
+            for entry in bucket {
+                if entry.unwritten_series() {
+                    self.stats.shutdown_writes += 1;
+                    out.push(Write { event: entry.event, cause: WriteCause::Shutdown });
+                }
             }
         }
+        self.len = 0;
         out
-    }
-
-    /// The cached event of `key`, without touching its recency.
-    pub fn peek(&self, key: &SeriesKey) -> Option<&EventV1> {
-        self.entries.peek(key).map(|e| &e.event)
     }
 }

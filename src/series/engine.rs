@@ -137,7 +137,7 @@ impl SeriesEngine {
             None => self.clock.now()?,
         };
         let (write, evicted) = self.cache.observe(event, now);
-        for w in [evicted, write].into_iter().flatten() {
+        for w in evicted.into_iter().chain(write) {
             self.attempt(w.event, 0, sink)?;
         }
         Ok(())

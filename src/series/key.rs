@@ -1,5 +1,7 @@
 //! The isomorphic key: which events.k8s.io/v1 events are occurrences of one series (`tools/events` `getKey`).
 
+use std::hash::{Hash, Hasher};
+
 use super::event::EventV1;
 use crate::event::ObjectReference;
 
@@ -18,6 +20,20 @@ pub struct SeriesKey {
 }
 
 impl SeriesKey {
+    /// Whether `e` has this key, without building its key.
+    pub fn matches(&self, e: &EventV1) -> bool {
+        self.type_ == e.type_
+            && self.action == e.action
+            && self.reason == e.reason
+            && self.reporting_controller == e.reporting_controller
+            && self.reporting_instance == e.reporting_instance
+            && self.regarding == e.regarding
+            && match &e.related {
+                Some(r) => &self.related == r,
+                None => self.related == ObjectReference::default(),
+            }
+    }
+
     pub fn of(e: &EventV1) -> Self {
         SeriesKey {
             type_: e.type_.clone(),
@@ -31,8 +47,29 @@ impl SeriesKey {
     }
 }
 
+/// The key of an event, borrowed, for hashing: hashes as the `SeriesKey` of the event would.
+pub struct KeyView<'a>(pub &'a EventV1);
+
+impl Hash for KeyView<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let e = self.0;
+        e.type_.hash(state);
+        e.action.hash(state);
+        e.reason.hash(state);
+        e.reporting_controller.hash(state);
+        e.reporting_instance.hash(state);
+        e.regarding.hash(state);
+        match &e.related {
+            Some(r) => r.hash(state),
+            None => ObjectReference::default().hash(state),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::hash::BuildHasher;
+
     use super::*;
 
     #[test]
@@ -48,13 +85,17 @@ mod tests {
             ..Default::default()
         };
         let key = SeriesKey::of(&base);
-        assert_eq!(SeriesKey::of(&EventV1 { note: "two".into(), ..base.clone() }), key);
+        let hash = |e: &EventV1| foldhash::fast::FixedState::with_seed(7).hash_one(KeyView(e));
+        let same = EventV1 { note: "two".into(), ..base.clone() };
+        assert_eq!(SeriesKey::of(&same), key);
+        assert!(key.matches(&same) && hash(&same) == hash(&base));
         let mut rv = base.clone();
         rv.regarding.resource_version = "7".into();
         let mut related = base.clone();
         related.related = Some(ObjectReference { name: "n".into(), ..Default::default() });
         let empty_related = EventV1 { related: Some(ObjectReference::default()), ..base.clone() };
         assert_eq!(SeriesKey::of(&empty_related), key, "a nil related is the zero reference");
+        assert!(key.matches(&empty_related) && hash(&empty_related) == hash(&base));
         for other in [
             EventV1 { type_: "Warning".into(), ..base.clone() },
             EventV1 { action: "b".into(), ..base.clone() },
@@ -65,6 +106,7 @@ mod tests {
             related,
         ] {
             assert_ne!(SeriesKey::of(&other), key, "{other:?}");
+            assert!(!key.matches(&other), "{other:?}");
         }
     }
 }

@@ -382,3 +382,58 @@ fn evicting_a_live_series_writes_it() {
     assert_eq!(store.calls.last().unwrap().0, "create");
     assert_eq!(eng.stats().cache.evicted_writes, 1);
 }
+
+/// Every key hashes alike, so every key shares one bucket.
+#[derive(Clone, Default)]
+struct Colliding;
+
+impl std::hash::BuildHasher for Colliding {
+    type Hasher = Zero;
+    fn build_hasher(&self) -> Zero {
+        Zero
+    }
+}
+
+struct Zero;
+
+impl std::hash::Hasher for Zero {
+    fn finish(&self) -> u64 {
+        0
+    }
+    fn write(&mut self, _: &[u8]) {}
+}
+
+#[test]
+fn keys_with_one_hash_are_kept_apart() {
+    let mut cache = SeriesCache::with_hasher(NonZeroUsize::new(4).unwrap(), Colliding);
+    let occurrence = |reason: &str, at: i64| {
+        let mut e = event_at(T0.add_nanos(at * S), "started");
+        e.reason = reason.into();
+        e
+    };
+    let kinds = |w: &Option<Write>| w.as_ref().map(|w| w.cause);
+    assert_eq!(kinds(&cache.observe(occurrence("a", 0), T0).0), Some(WriteCause::First));
+    assert_eq!(kinds(&cache.observe(occurrence("b", 1), T0).0), Some(WriteCause::First));
+    assert_eq!(kinds(&cache.observe(occurrence("a", 2), T0.add_nanos(2 * S)).0), Some(WriteCause::SeriesStart));
+    assert_eq!(kinds(&cache.observe(occurrence("a", 3), T0.add_nanos(3 * S)).0), None);
+    assert_eq!(kinds(&cache.observe(occurrence("b", 4), T0.add_nanos(4 * S)).0), Some(WriteCause::SeriesStart));
+    assert_eq!(cache.len(), 2);
+    let mut written = Vec::new();
+    cache.refresh_round(|w| {
+        written.push((w.event.reason.clone(), w.event.series.as_ref().unwrap().count));
+        (None, false)
+    });
+    written.sort();
+    assert_eq!(written, [("a".to_owned(), 3), ("b".to_owned(), 2)]);
+    cache.observe(occurrence("c", 5), T0.add_nanos(5 * S));
+    cache.finish_round(T0.add_nanos(5 * S + FINISH_TIME), |w| {
+        assert_ne!(w.event.reason, "c");
+        (None, false)
+    });
+    assert_eq!(cache.len(), 1, "the series are finished, the newer singleton stays");
+    // c's second occurrence is written at once (count 2), its third only at the drain.
+    cache.observe(occurrence("c", 6), T0.add_nanos(6 * S));
+    cache.observe(occurrence("c", 7), T0.add_nanos(7 * S));
+    assert_eq!(cache.drain().len(), 1);
+    assert!(cache.is_empty());
+}
