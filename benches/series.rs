@@ -86,6 +86,13 @@ fn bench_observe(c: &mut Criterion) {
     group.sample_size(20);
     for workload in ["identical", "mixed"] {
         let records = trace(workload);
+        // Making the events alone, to tell the recorder's cost from the cache's.
+        group.bench_function(format!("{workload}/make_only"), |b| {
+            b.iter(|| {
+                let mut uuids = UuidSource::seeded(1);
+                records.iter().map(|r| make(r, &mut uuids).note.len()).sum::<usize>()
+            })
+        });
         group.bench_function(workload, |b| {
             b.iter(|| {
                 let mut eng = engine(4096);

@@ -11,7 +11,7 @@ use lru::LruCache;
 use std::hash::BuildHasher;
 
 use super::event::EventV1;
-use super::key::{KeyView, SeriesKey};
+use super::key::write_key;
 use super::FINISH_TIME;
 use crate::event::EventSeries;
 use crate::time::Time;
@@ -63,7 +63,7 @@ pub struct CacheStats {
 }
 
 struct Entry {
-    key: SeriesKey,
+    key: Box<[u8]>,
     event: EventV1,
     /// The series count the last write carried (1 for the create), so that eviction and shutdown write
     /// only counts the server has not seen.
@@ -79,11 +79,12 @@ impl Entry {
 /// The entries whose keys share one hash (almost always one).
 type Bucket = Vec<Entry>;
 
-/// The LRU is keyed by the hash of the isomorphic key, so that a repeat is found without building its key;
-/// the full key, kept in the entry, settles it. The bound counts hashes.
+/// The LRU is keyed by the hash of the isomorphic key's bytes, built into a reused buffer, so that a repeat
+/// allocates nothing; the full key, kept in the entry, settles it. The bound counts hashes.
 pub struct SeriesCache<S = RandomState> {
     entries: LruCache<u64, Bucket>,
     hasher: S,
+    scratch: Vec<u8>,
     len: usize,
     stats: CacheStats,
 }
@@ -96,7 +97,7 @@ impl SeriesCache {
 
 impl<S: BuildHasher> SeriesCache<S> {
     pub fn with_hasher(capacity: NonZeroUsize, hasher: S) -> Self {
-        SeriesCache { entries: LruCache::new(capacity), hasher, len: 0, stats: CacheStats::default() }
+        SeriesCache { entries: LruCache::new(capacity), hasher, scratch: Vec::new(), len: 0, stats: CacheStats::default() }
     }
 
     /// Entries cached (distinct keys).
@@ -116,9 +117,10 @@ impl<S: BuildHasher> SeriesCache<S> {
     /// pushed out of a full cache.
     pub fn observe(&mut self, event: EventV1, now: Time) -> (Option<Write>, Vec<Write>) {
         self.stats.observed += 1;
-        let hash = self.hasher.hash_one(KeyView(&event));
+        write_key(&event, &mut self.scratch);
+        let hash = self.hasher.hash_one(&self.scratch);
         if let Some(bucket) = self.entries.get_mut(&hash) {
-            if let Some(entry) = bucket.iter_mut().find(|e| e.key.matches(&event)) {
+            if let Some(entry) = bucket.iter_mut().find(|e| *e.key == *self.scratch) {
                 if let Some(series) = entry.event.series.as_mut() {
                     series.count = series.count.saturating_add(1);
                     series.last_observed_time = Some(now);
@@ -133,13 +135,13 @@ impl<S: BuildHasher> SeriesCache<S> {
             self.stats.created += 1;
             self.len += 1;
             let first = Write { event: event.clone(), cause: WriteCause::First };
-            bucket.push(Entry { key: SeriesKey::of(&event), event, written: 1 });
+            bucket.push(Entry { key: self.scratch.as_slice().into(), event, written: 1 });
             return (Some(first), Vec::new());
         }
         self.stats.created += 1;
         self.len += 1;
         let first = Write { event: event.clone(), cause: WriteCause::First };
-        let entry = Entry { key: SeriesKey::of(&event), event, written: 1 };
+        let entry = Entry { key: self.scratch.as_slice().into(), event, written: 1 };
         let mut evicted = Vec::new();
         if let Some((_, old)) = self.entries.push(hash, vec![entry]) {
             for e in old {
@@ -155,18 +157,18 @@ impl<S: BuildHasher> SeriesCache<S> {
     }
 
     /// Every entry, from least to most recently used, so that rounds go in a fixed order.
-    fn entries_oldest_first(&self) -> Vec<(u64, SeriesKey)> {
+    fn entries_oldest_first(&self) -> Vec<(u64, Box<[u8]>)> {
         self.entries.iter().rev().flat_map(|(h, b)| b.iter().map(|e| (*h, e.key.clone()))).collect()
     }
 
-    fn entry_mut(&mut self, hash: u64, key: &SeriesKey) -> Option<&mut Entry> {
-        self.entries.peek_mut(&hash)?.iter_mut().find(|e| &e.key == key)
+    fn entry_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
+        self.entries.peek_mut(&hash)?.iter_mut().find(|e| *e.key == *key)
     }
 
-    fn remove(&mut self, hash: u64, key: &SeriesKey) {
+    fn remove(&mut self, hash: u64, key: &[u8]) {
         if let Some(bucket) = self.entries.peek_mut(&hash) {
             let before = bucket.len();
-            bucket.retain(|e| &e.key != key);
+            bucket.retain(|e| *e.key != *key);
             self.len -= before - bucket.len();
             if bucket.is_empty() {
                 self.entries.pop(&hash);

@@ -1,76 +1,43 @@
 //! The isomorphic key: which events.k8s.io/v1 events are occurrences of one series (`tools/events` `getKey`).
-
-use std::hash::{Hash, Hasher};
+//!
+//! Type, action, reason, reporting controller and instance, the whole `regarding` reference (so a new
+//! `resourceVersion` starts a new series) and `related` (the zero reference when absent). The note is not
+//! part of it: a series keeps its first note.
 
 use super::event::EventV1;
 use crate::event::ObjectReference;
 
-/// Type, action, reason, reporting controller and instance, the whole `regarding` reference (so a new
-/// `resourceVersion` starts a new series) and `related` (empty when absent). The note is not part of it:
-/// a series keeps its first note.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SeriesKey {
-    pub type_: String,
-    pub action: String,
-    pub reason: String,
-    pub reporting_controller: String,
-    pub reporting_instance: String,
-    pub regarding: ObjectReference,
-    pub related: ObjectReference,
+fn push_field(out: &mut Vec<u8>, s: &str) {
+    // Length-prefixed, so that no two field lists give the same bytes.
+    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
 }
 
-impl SeriesKey {
-    /// Whether `e` has this key, without building its key.
-    pub fn matches(&self, e: &EventV1) -> bool {
-        self.type_ == e.type_
-            && self.action == e.action
-            && self.reason == e.reason
-            && self.reporting_controller == e.reporting_controller
-            && self.reporting_instance == e.reporting_instance
-            && self.regarding == e.regarding
-            && match &e.related {
-                Some(r) => &self.related == r,
-                None => self.related == ObjectReference::default(),
-            }
-    }
-
-    pub fn of(e: &EventV1) -> Self {
-        SeriesKey {
-            type_: e.type_.clone(),
-            action: e.action.clone(),
-            reason: e.reason.clone(),
-            reporting_controller: e.reporting_controller.clone(),
-            reporting_instance: e.reporting_instance.clone(),
-            regarding: e.regarding.clone(),
-            related: e.related.clone().unwrap_or_default(),
-        }
+fn push_reference(out: &mut Vec<u8>, r: &ObjectReference) {
+    for s in [&r.kind, &r.namespace, &r.name, &r.uid, &r.api_version, &r.resource_version, &r.field_path] {
+        push_field(out, s);
     }
 }
 
-/// The key of an event, borrowed, for hashing: hashes as the `SeriesKey` of the event would.
-pub struct KeyView<'a>(pub &'a EventV1);
-
-impl Hash for KeyView<'_> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        let e = self.0;
-        e.type_.hash(state);
-        e.action.hash(state);
-        e.reason.hash(state);
-        e.reporting_controller.hash(state);
-        e.reporting_instance.hash(state);
-        e.regarding.hash(state);
-        match &e.related {
-            Some(r) => r.hash(state),
-            None => ObjectReference::default().hash(state),
-        }
+/// Writes the key of `e` into `out` (cleared first) as bytes: equal bytes, equal keys.
+pub fn write_key(e: &EventV1, out: &mut Vec<u8>) {
+    out.clear();
+    for s in [&e.type_, &e.action, &e.reason, &e.reporting_controller, &e.reporting_instance] {
+        push_field(out, s);
     }
+    push_reference(out, &e.regarding);
+    push_reference(out, e.related.as_ref().unwrap_or(&ObjectReference::default()));
 }
 
 #[cfg(test)]
 mod tests {
-    use std::hash::BuildHasher;
-
     use super::*;
+
+    fn key(e: &EventV1) -> Vec<u8> {
+        let mut out = vec![1, 2, 3];
+        write_key(e, &mut out);
+        out
+    }
 
     #[test]
     fn note_is_ignored_and_everything_else_counts() {
@@ -84,18 +51,16 @@ mod tests {
             note: "one".into(),
             ..Default::default()
         };
-        let key = SeriesKey::of(&base);
-        let hash = |e: &EventV1| foldhash::fast::FixedState::with_seed(7).hash_one(KeyView(e));
-        let same = EventV1 { note: "two".into(), ..base.clone() };
-        assert_eq!(SeriesKey::of(&same), key);
-        assert!(key.matches(&same) && hash(&same) == hash(&base));
+        let k = key(&base);
+        assert_eq!(key(&EventV1 { note: "two".into(), ..base.clone() }), k);
+        let empty_related = EventV1 { related: Some(ObjectReference::default()), ..base.clone() };
+        assert_eq!(key(&empty_related), k, "a nil related is the zero reference");
         let mut rv = base.clone();
         rv.regarding.resource_version = "7".into();
         let mut related = base.clone();
         related.related = Some(ObjectReference { name: "n".into(), ..Default::default() });
-        let empty_related = EventV1 { related: Some(ObjectReference::default()), ..base.clone() };
-        assert_eq!(SeriesKey::of(&empty_related), key, "a nil related is the zero reference");
-        assert!(key.matches(&empty_related) && hash(&empty_related) == hash(&base));
+        // Moving text from one field to the next changes the key.
+        let shifted = EventV1 { action: "ar".into(), reason: String::new(), ..base.clone() };
         for other in [
             EventV1 { type_: "Warning".into(), ..base.clone() },
             EventV1 { action: "b".into(), ..base.clone() },
@@ -104,9 +69,9 @@ mod tests {
             EventV1 { reporting_instance: "j".into(), ..base.clone() },
             rv,
             related,
+            shifted,
         ] {
-            assert_ne!(SeriesKey::of(&other), key, "{other:?}");
-            assert!(!key.matches(&other), "{other:?}");
+            assert_ne!(key(&other), k, "{other:?}");
         }
     }
 }

@@ -20,7 +20,7 @@ mod tests;
 pub use cache::{CacheStats, SeriesCache, Write, WriteCause};
 pub use engine::{EngineOptions, EngineStats, SeriesEngine};
 pub use event::EventV1;
-pub use key::SeriesKey;
+pub use key::write_key;
 pub use make::{make_event_v1, truncate_note, EventV1Input, NOTE_LENGTH_LIMIT};
 pub use record::{record_event, series_patch, Recorded, SinkError, SinkV1};
 
