@@ -169,8 +169,8 @@ impl EventBroadcaster {
         if options.retry.sleep_nanos < 0 {
             return Err(Error::Option("sleep_duration must be >= 0".into()));
         }
-        let mut uuids = UuidSource::Random;
         let mux = Broadcaster::new(options.queue_length, options.full_channel, move |o: Occurrence| {
+            let mut uuids = UuidSource::Random;
             let mut event = Event::default();
             let input = EventInput {
                 reference: &o.reference,
@@ -281,9 +281,10 @@ impl EventBroadcaster {
                 let mut rng = SmallRng::from_os_rng();
                 let mut batch = Vec::with_capacity(BATCH);
                 let mut jobs = VecDeque::new();
+                let mut none = VecDeque::new();
                 while wl.pop_batch(&mut batch, BATCH) {
                     jobs.extend(batch.drain(..));
-                    writer.write_all(&mut jobs, &wl, &mut rng);
+                    writer.write_all(&mut jobs, &mut none, &wl, &mut rng);
                 }
             });
         }
@@ -292,13 +293,15 @@ impl EventBroadcaster {
             let mut rng = SmallRng::from_os_rng();
             let mut batch = Vec::with_capacity(BATCH);
             let mut jobs = VecDeque::with_capacity(BATCH);
+            let mut events = VecDeque::with_capacity(BATCH);
             while l.pop_batch(&mut batch, BATCH) {
                 let n = batch.len() as i64;
                 writer.shared.counters.in_flight.fetch_add(n, Ordering::Relaxed);
-                writer.correlate_batch(&mut batch, &mut jobs);
                 if worker_lanes.is_empty() {
-                    writer.write_all(&mut jobs, &l, &mut rng);
+                    events.extend(batch.drain(..));
+                    writer.write_all(&mut jobs, &mut events, &l, &mut rng);
                 } else {
+                    writer.correlate_batch(&mut batch, &mut jobs);
                     for job in jobs.drain(..) {
                         let wl = &worker_lanes[(job.key % worker_lanes.len() as u64) as usize];
                         if !wl.push(job, FullChannel::Wait) {
@@ -431,41 +434,46 @@ struct Writer {
 }
 
 impl Writer {
-    /// `EventCorrelate` for a batch; the events to write go to `jobs`.
-    fn correlate_batch(&self, batch: &mut Vec<Arc<Event>>, jobs: &mut VecDeque<Job>) {
-        let c = &self.shared.counters;
-        let mut guard = lock(&self.correlation);
-        let Correlation { correlator, outstanding } = &mut *guard;
-        for shared_event in batch.drain(..) {
-            let mut event = Arc::unwrap_or_clone(shared_event);
-            let result = correlator.correlate_in_place(&mut event);
-            let key = self.key(&event);
-            match result {
-                Ok(o) => {
-                    if o.aggregated {
-                        c.aggregated.fetch_add(1, Ordering::Relaxed);
-                    }
-                    if o.skip {
-                        c.skipped.fetch_add(1, Ordering::Relaxed);
-                        c.in_flight.fetch_sub(1, Ordering::Relaxed);
-                        continue;
-                    }
-                    if event.count > 1 {
-                        c.deduplicated.fetch_add(1, Ordering::Relaxed);
-                    }
-                    let patch = if o.patched { correlator.patch().to_vec() } else { Vec::new() };
-                    *outstanding.entry(key).or_default() += 1;
-                    jobs.push_back(Job { event, key, patch, attempts: Default::default() });
+    /// `EventCorrelate` for one event: the write to do, or None when the spam filter skips it.
+    fn correlate(&self, c: &mut Correlation, shared_event: Arc<Event>) -> Option<Job> {
+        let counters = &self.shared.counters;
+        let mut event = Arc::unwrap_or_clone(shared_event);
+        let result = c.correlator.correlate_in_place(&mut event);
+        let key = self.key(&event);
+        let patch = match result {
+            Ok(o) => {
+                if o.aggregated {
+                    counters.aggregated.fetch_add(1, Ordering::Relaxed);
                 }
-                Err(e) => {
-                    // As client-go: a correlation failure is reported and the event is written as it is.
-                    c.correlation_errors.fetch_add(1, Ordering::Relaxed);
-                    self.shared.reporter.error(&format!("event correlation failed: {e}"));
-                    *outstanding.entry(key).or_default() += 1;
-                    jobs.push_back(Job { event, key, patch: Vec::new(), attempts: Default::default() });
+                if o.skip {
+                    counters.skipped.fetch_add(1, Ordering::Relaxed);
+                    counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+                    return None;
+                }
+                if event.count > 1 {
+                    counters.deduplicated.fetch_add(1, Ordering::Relaxed);
+                }
+                if o.patched {
+                    c.correlator.patch().to_vec()
+                } else {
+                    Vec::new()
                 }
             }
-        }
+            Err(e) => {
+                // As client-go: a correlation failure is reported and the event is written as it is.
+                counters.correlation_errors.fetch_add(1, Ordering::Relaxed);
+                self.shared.reporter.error(&format!("event correlation failed: {e}"));
+                Vec::new()
+            }
+        };
+        *c.outstanding.entry(key).or_default() += 1;
+        Some(Job { event, key, patch, attempts: Default::default() })
+    }
+
+    /// Correlates a batch ahead of the writes (for the delivery workers); the events to write go to `jobs`.
+    fn correlate_batch(&self, batch: &mut Vec<Arc<Event>>, jobs: &mut VecDeque<Job>) {
+        let mut c = lock(&self.correlation);
+        jobs.extend(batch.drain(..).filter_map(|e| self.correlate(&mut c, e)));
     }
 
     fn key(&self, e: &Event) -> u64 {
@@ -487,46 +495,67 @@ impl Writer {
     }
 
     /// Writes the jobs in order, sleeping on the clock between retries (with the lane marked sleeping).
-    fn write_all<T>(&self, jobs: &mut VecDeque<Job>, lane: &Lane<T>, rng: &mut SmallRng) {
+    ///
+    /// With one writer (`events` given), each event is correlated just before its write, after the answer
+    /// to the previous write is recorded, exactly as client-go's single watcher goroutine does. With
+    /// several, the dispatcher correlated the jobs ahead, and the answers are recorded after each batch of
+    /// writes, outside the sink's batch (which holds the GIL for a Python sink, while the dispatcher may hold
+    /// the correlator and call a Python key function).
+    fn write_all<T>(&self, jobs: &mut VecDeque<Job>, events: &mut VecDeque<Arc<Event>>, lane: &Lane<T>, rng: &mut SmallRng) {
         let c = &self.shared.counters;
         let policy = &self.shared.options.retry;
-        while !jobs.is_empty() {
+        let sequential = !events.is_empty();
+        let mut answers: Vec<(u64, Option<Event>)> = Vec::new();
+        while !jobs.is_empty() || !events.is_empty() {
             let mut sleep = None;
-            self.sink.batch(&mut || {
-                while let Some(job) = jobs.front_mut() {
-                    let err = match record_event(&*self.sink, &mut job.event, &job.patch) {
-                        Ok((answer, written)) => {
-                            let mut guard = lock(&self.correlation);
-                            if self.finish(&mut guard, job.key) {
-                                guard.correlator.update_state(&answer);
-                            }
-                            drop(guard);
-                            match written {
-                                Written::Created => c.created.fetch_add(1, Ordering::Relaxed),
-                                Written::Patched => c.patched.fetch_add(1, Ordering::Relaxed),
-                            };
-                            jobs.pop_front();
-                            c.in_flight.fetch_sub(1, Ordering::Relaxed);
-                            continue;
+            self.sink.batch(&mut || loop {
+                if jobs.is_empty() {
+                    let Some(e) = events.pop_front() else { return };
+                    if let Some(job) = self.correlate(&mut lock(&self.correlation), e) {
+                        jobs.push_back(job);
+                    }
+                    continue;
+                }
+                let job = jobs.front_mut().expect("not empty");
+                let err = match record_event(&*self.sink, &mut job.event, &job.patch) {
+                    Ok((answer, written)) => {
+                        if sequential {
+                            self.record_answer(job.key, Some(&answer));
+                        } else {
+                            answers.push((job.key, Some(answer)));
                         }
-                        Err(e) => e,
-                    };
-                    match job.attempts.after_failure(err, policy, self.sleeper.stop.is_stopped(), rng) {
-                        Next::Abandon(why) => {
-                            self.finish(&mut lock(&self.correlation), job.key);
-                            c.abandoned.fetch_add(1, Ordering::Relaxed);
-                            self.report(&why, &job.event, job.attempts.tries);
-                            jobs.pop_front();
-                            c.in_flight.fetch_sub(1, Ordering::Relaxed);
+                        match written {
+                            Written::Created => c.created.fetch_add(1, Ordering::Relaxed),
+                            Written::Patched => c.patched.fetch_add(1, Ordering::Relaxed),
+                        };
+                        jobs.pop_front();
+                        c.in_flight.fetch_sub(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    Err(e) => e,
+                };
+                match job.attempts.after_failure(err, policy, self.sleeper.stop.is_stopped(), rng) {
+                    Next::Abandon(why) => {
+                        c.abandoned.fetch_add(1, Ordering::Relaxed);
+                        self.report(&why, &job.event, job.attempts.tries);
+                        if sequential {
+                            self.record_answer(job.key, None);
+                        } else {
+                            answers.push((job.key, None));
                         }
-                        Next::SleepThenRetry { delay_nanos } => {
-                            c.retries.fetch_add(1, Ordering::Relaxed);
-                            sleep = Some(delay_nanos);
-                            return;
-                        }
+                        jobs.pop_front();
+                        c.in_flight.fetch_sub(1, Ordering::Relaxed);
+                    }
+                    Next::SleepThenRetry { delay_nanos } => {
+                        c.retries.fetch_add(1, Ordering::Relaxed);
+                        sleep = Some(delay_nanos);
+                        return;
                     }
                 }
             });
+            for (key, answer) in answers.drain(..) {
+                self.record_answer(key, answer.as_ref());
+            }
             if let Some(d) = sleep {
                 let Ok(now) = self.sleeper.clock.now() else { continue };
                 let until = Time(now.0.saturating_add(d));
@@ -534,6 +563,16 @@ impl Writer {
                 // Interrupted by shutdown: the next attempt is the last.
                 self.sleeper.sleep_until(until);
                 lane.set_activity(Activity::Running);
+            }
+        }
+    }
+
+    /// `UpdateState` with a write's answer (None: abandoned), unless a later write of the event is pending.
+    fn record_answer(&self, key: u64, answer: Option<&Event>) {
+        let mut guard = lock(&self.correlation);
+        if self.finish(&mut guard, key) {
+            if let Some(a) = answer {
+                guard.correlator.update_state(a);
             }
         }
     }

@@ -8,3 +8,22 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+# -- recording pipeline: a local API server for the official-client sinks --
+
+import pytest  # noqa: E402
+from pytest_httpserver import HTTPServer  # noqa: E402
+
+from fake_apiserver import FakeApiServer  # noqa: E402
+
+
+@pytest.fixture
+def apiserver():
+    """A FakeApiServer playing the core/v1 events endpoints on a local port."""
+    server = HTTPServer()
+    server.start()
+    try:
+        yield FakeApiServer(server)
+    finally:
+        server.clear()
+        server.stop()

@@ -13,6 +13,7 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 
 use super::clock::{clock_arg, to_duration, to_time, PyRealClock};
 use super::convert::event_to_py;
+use super::gil::GilTurns;
 use super::correlator::{key_funcs_from_py, options_from_py};
 use super::reference::reference_of;
 use super::sink::PySink;
@@ -60,6 +61,7 @@ struct Shared {
     key_func: Option<Py<PyAny>>,
     message_func: Option<Py<PyAny>>,
     spam_key_func: Option<Py<PyAny>>,
+    turns: Arc<GilTurns>,
 }
 
 impl Shared {
@@ -156,6 +158,7 @@ impl PyBroadcaster {
                 key_func,
                 message_func,
                 spam_key_func,
+                turns: Arc::new(GilTurns::default()),
             }),
         })
     }
@@ -174,7 +177,7 @@ impl PyBroadcaster {
     #[pyo3(signature = (sink, *, workers=1))]
     fn start_recording_to_sink(&self, py: Python<'_>, sink: &Bound<'_, PyAny>, workers: i64) -> PyResult<PyWatcher> {
         let workers = positive("workers", workers)?;
-        let sink = Arc::new(PySink::new(sink)?);
+        let sink = Arc::new(PySink::new(sink, self.shared.turns.clone())?);
         let s = &self.shared;
         let funcs = key_funcs_from_py(
             s.key_func.as_ref().map(|f| f.clone_ref(py)),
@@ -206,7 +209,7 @@ impl PyBroadcaster {
         }
         let shared = self.shared.clone();
         self.start(py, "watcher", move |events| {
-            Python::attach(|py| {
+            shared.turns.attach(|py| {
                 for e in events {
                     let r = event_to_py(py, e).and_then(|d| callback.bind(py).call1((d,)));
                     if let Err(e) = r {
@@ -331,7 +334,7 @@ impl PyBroadcaster {
         let shared = self.shared.clone();
         self.start(py, kind, move |events| {
             let lines: Vec<String> = events.iter().map(|e| format(e)).collect();
-            Python::attach(|py| {
+            shared.turns.attach(|py| {
                 for line in lines {
                     if let Err(e) = target.bind(py).call1((line,)) {
                         shared.handler_failed(py, "logger", e);
@@ -429,14 +432,13 @@ impl PyRecorder {
         };
         let o = Occurrence { reference, annotations, type_, reason, message, time, source: self.source.clone() };
         match core.record(o) {
-            Ok(true) => {}
+            Ok(true) => self.shared.turns.give_way(py),
             Ok(false) => self.shared.warn_dropped("the incoming queue is full"),
             Err(_) => {
                 self.shared.after_shutdown.fetch_add(1, Ordering::Relaxed);
                 self.shared.warn_dropped("the broadcaster is shut down");
             }
         }
-        let _ = py;
         Ok(())
     }
 }

@@ -7,6 +7,7 @@ mod errors;
 mod sim;
 // -- recording pipeline --
 mod broadcaster;
+mod gil;
 mod reference;
 mod sink;
 // events.k8s.io/v1 recording

@@ -18,6 +18,7 @@ use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 use super::clock::{clock_arg, to_duration, PyRealClock};
 use super::convert::reference_to_py;
 use super::reference::reference_of;
+use super::gil::GilTurns;
 use super::sink::PySink;
 use crate::clock::Clock;
 use crate::error::Error;
@@ -125,8 +126,8 @@ struct PySinkV1 {
 }
 
 impl PySinkV1 {
-    fn new(sink: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let caller = PySink::new(sink)?;
+    fn new(sink: &Bound<'_, PyAny>, turns: Arc<GilTurns>) -> PyResult<Self> {
+        let caller = PySink::new(sink, turns)?;
         Ok(PySinkV1 { caller, create: sink.getattr("create")?.unbind(), patch: sink.getattr("patch")?.unbind() })
     }
 
@@ -212,6 +213,7 @@ struct Shared {
     engine: Mutex<SeriesEngine>,
     /// The clock can be waited on with real timeouts.
     real_clock: bool,
+    turns: Arc<GilTurns>,
     worker: Mutex<Option<ThreadId>>,
 }
 
@@ -254,10 +256,11 @@ impl Shared {
                 self.state().last_error = Some(e.to_string());
             }
             // One GIL acquisition per chunk of events rather than one per sink call (taking the GIL from a busy
-            // Python thread can cost a switch interval each time), in chunks short enough not to starve it.
+            // Python thread can cost a switch interval each time), in chunks short enough not to starve it;
+            // recorder calls give way while this thread waits for the GIL.
             let mut batch = batch.into_iter().peekable();
             while batch.peek().is_some() {
-                Python::attach(|_| {
+                self.turns.attach(|_| {
                     for event in batch.by_ref().take(GIL_CHUNK) {
                         if let Err(e) = engine.observe(event, &mut sink) {
                             self.state().last_error = Some(e.to_string());
@@ -361,6 +364,7 @@ impl PyEventsV1Engine {
                 idle: Condvar::new(),
                 engine: Mutex::new(engine),
                 real_clock,
+                turns: Arc::new(GilTurns::default()),
                 worker: Mutex::new(None),
             }),
             sink: Mutex::new(Some(sink.clone().unbind())),
@@ -422,6 +426,8 @@ impl PyEventsV1Engine {
         } else if st.stopping {
             st.dropped += 1;
         }
+        drop(st);
+        self.shared.turns.give_way(py);
         Ok(out)
     }
 
@@ -438,7 +444,7 @@ impl PyEventsV1Engine {
         let mut slot = self.sink.lock().unwrap_or_else(|p| p.into_inner());
         let Some(obj) = slot.as_ref() else { return Err(PyRuntimeError::new_err("the broadcaster is shut down")) };
         // Made here, so that an async sink runs on the loop running now.
-        let sink = PySinkV1::new(obj.bind(py))?;
+        let sink = PySinkV1::new(obj.bind(py), self.shared.turns.clone())?;
         slot.take();
         drop(slot);
         st.started = true;

@@ -9,6 +9,9 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyString};
 use pyo3_async_runtimes::TaskLocals;
+use std::sync::Arc;
+
+use super::gil::GilTurns;
 
 use super::convert::{event_from_py, event_to_py};
 use crate::event::Event;
@@ -38,6 +41,7 @@ pub struct PySink {
     create: Py<PyAny>,
     patch: Py<PyAny>,
     locals: Option<TaskLocals>,
+    turns: Arc<GilTurns>,
 }
 
 fn is_coroutine_function(py: Python<'_>, f: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -46,7 +50,7 @@ fn is_coroutine_function(py: Python<'_>, f: &Bound<'_, PyAny>) -> PyResult<bool>
 
 impl PySink {
     /// Checks the sink and, if any of its methods is `async def`, captures the running loop.
-    pub fn new(sink: &Bound<'_, PyAny>) -> PyResult<Self> {
+    pub fn new(sink: &Bound<'_, PyAny>, turns: Arc<GilTurns>) -> PyResult<Self> {
         let py = sink.py();
         let method = |name: &str| -> PyResult<Bound<'_, PyAny>> {
             match sink.getattr_opt(name)? {
@@ -71,7 +75,7 @@ impl PySink {
         } else {
             None
         };
-        Ok(PySink { create: create.unbind(), patch: patch.unbind(), locals })
+        Ok(PySink { create: create.unbind(), patch: patch.unbind(), locals, turns })
     }
 
     /// Calls `method(*args)`; an awaitable result is awaited on the sink's loop, without the GIL.
@@ -82,7 +86,8 @@ impl PySink {
         args: Bound<'py, pyo3::types::PyTuple>,
     ) -> Result<Bound<'py, PyAny>, WriteError> {
         let out = method.bind(py).call1(args).map_err(|e| classify(py, &e))?;
-        if !out.hasattr(intern!(py, "__await__")).unwrap_or(false) {
+        // A dict or None is the common answer; looking up `__await__` on it would raise and catch inside.
+        if out.is_none() || out.cast::<PyDict>().is_ok() || !out.hasattr(intern!(py, "__await__")).unwrap_or(false) {
             return Ok(out);
         }
         let Some(locals) = &self.locals else {
@@ -117,27 +122,30 @@ impl PySink {
 /// `sent` with the fields `UpdateState` keeps (name, resourceVersion, count, firstTimestamp) read from `d`.
 fn state_fields(py: Python<'_>, sent: &Event, d: &Bound<'_, PyDict>) -> PyResult<Event> {
     let mut e = sent.clone();
+    let text = |v: Option<Bound<'_, PyAny>>, what: &str, out: &mut String| -> PyResult<()> {
+        out.clear();
+        if let Some(v) = v.filter(|v| !v.is_none()) {
+            let s = v.cast::<PyString>().map_err(|_| PyTypeError::new_err(format!("event.{what}: expected str")))?;
+            out.push_str(s.to_str()?);
+        }
+        Ok(())
+    };
     if let Some(m) = d.get_item(intern!(py, "metadata"))?.filter(|m| !m.is_none()) {
         let m = m.cast::<PyDict>().map_err(|_| PyTypeError::new_err("event.metadata: expected a dict"))?;
-        for (key, out) in [("name", &mut e.metadata.name), ("resourceVersion", &mut e.metadata.resource_version)] {
-            out.clear();
-            if let Some(v) = m.get_item(key)?.filter(|v| !v.is_none()) {
-                out.push_str(v.cast::<PyString>().map_err(|_| {
-                    PyTypeError::new_err(format!("event.metadata.{key}: expected str"))
-                })?.to_str()?);
-            }
-        }
+        text(m.get_item(intern!(py, "name"))?, "metadata.name", &mut e.metadata.name)?;
+        text(m.get_item(intern!(py, "resourceVersion"))?, "metadata.resourceVersion", &mut e.metadata.resource_version)?;
     }
-    let partial = PyDict::new(py);
-    partial.set_item("involvedObject", PyDict::new(py))?;
-    for key in ["count", "firstTimestamp"] {
-        if let Some(v) = d.get_item(key)? {
-            partial.set_item(key, v)?;
-        }
-    }
-    let read = event_from_py(&partial)?;
-    e.count = read.count;
-    e.first_timestamp = read.first_timestamp;
+    e.count = match d.get_item(intern!(py, "count"))?.filter(|v| !v.is_none()) {
+        None => 0,
+        Some(v) => v.extract::<i32>().map_err(|_| PyTypeError::new_err("event.count: expected an int32"))?,
+    };
+    let mut first = String::new();
+    text(d.get_item(intern!(py, "firstTimestamp"))?, "firstTimestamp", &mut first)?;
+    e.first_timestamp = if first.is_empty() {
+        None
+    } else {
+        Some(crate::time::Time::parse_rfc3339(&first).map_err(|err| PyValueError::new_err(format!("event.firstTimestamp: {err}")))?)
+    };
     Ok(e)
 }
 
@@ -162,6 +170,6 @@ impl EventSink for PySink {
     }
 
     fn batch(&self, f: &mut dyn FnMut()) {
-        Python::attach(|_| f())
+        self.turns.attach(|_| f())
     }
 }

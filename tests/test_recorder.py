@@ -1,0 +1,393 @@
+"""Ports of client-go's tools/record/event_test.go, and the recorder's own API: formatting, validation,
+object references, FakeRecorder."""
+
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timezone
+
+import pytest
+
+import kubevents
+from kubevents.sinks import ApiError, MemorySink
+from kubevents.testing import FakeRecorder
+
+START = datetime(2024, 1, 1, tzinfo=timezone.utc)
+TEST_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "foo", "namespace": "baz", "uid": "bar"}}
+TEST_POD2 = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "foo", "namespace": "baz", "uid": "differentUid"}}
+# GetPartialReference(testPod, "spec.containers[2]") as an ObjectReference dict.
+TEST_REF = {"kind": "Pod", "namespace": "baz", "name": "foo", "uid": "bar", "apiVersion": "v1", "fieldPath": "spec.containers[2]"}
+
+
+def ref_line(uid, field_path, reason, message, namespace="baz"):
+    return (
+        f'Event(v1.ObjectReference{{Kind:"Pod", Namespace:"{namespace}", Name:"foo", UID:"{uid}", APIVersion:"v1", '
+        f'ResourceVersion:"", FieldPath:"{field_path}"}}): type: \'Normal\' reason: \'{reason}\' {message}'
+    )
+
+
+def structured(field_path, reason, message):
+    return (
+        f'Event occurred object="baz/foo" fieldPath="{field_path}" kind="Pod" apiVersion="v1" type="Normal" '
+        f'reason="{reason}" message="{message}"'
+    )
+
+
+# (object, field_path keyword, reason, write, count, uid, fieldPath)
+TABLE = [
+    (TEST_REF, None, "Started", "create", 1, "bar", "spec.containers[2]"),
+    (TEST_POD, None, "Killed", "create", 1, "bar", ""),
+    (TEST_POD, "spec.containers[2]", "Started", "patch", 2, "bar", "spec.containers[2]"),
+    (TEST_POD2, "spec.containers[3]", "Started", "create", 1, "differentUid", "spec.containers[3]"),
+    (TEST_REF, None, "Started", "patch", 3, "bar", "spec.containers[2]"),
+    (TEST_POD2, "spec.containers[3]", "Stopped", "create", 1, "differentUid", "spec.containers[3]"),
+    (TEST_POD2, "spec.containers[3]", "Stopped", "patch", 2, "differentUid", "spec.containers[3]"),
+]
+
+
+def message_for(reason):
+    return "some other verbose message: 1" if reason == "Killed" else "some verbose message: 1"
+
+
+def run_table(b, recorder, clock, sink, check_logs):
+    first_seen = {}
+    for obj, field_path, reason, write, count, uid, fp in TABLE:
+        clock.step(1)
+        lines, slines = [], []
+        if check_logs:
+            w1 = b.start_logging(lines.append)
+            w2 = b.start_structured_logging(slines.append)
+        fmt = "some other verbose message: %d" if reason == "Killed" else "some verbose message: %d"
+        recorder.eventf(obj, "Normal", reason, fmt, 1, field_path=field_path)
+        assert b.wait_idle(10)
+        msg = message_for(reason)
+        if check_logs:
+            assert lines == [ref_line(uid, fp, reason, msg)]
+            assert slines == [structured(fp, reason, msg)]
+            w1.stop()
+            w2.stop()
+        op, ev = sink.writes[-1]
+        assert op == write
+        assert ev["count"] == count
+        assert ev["metadata"]["name"].startswith("foo.")
+        assert ev["metadata"]["namespace"] == "baz"
+        assert ev["involvedObject"] == {"kind": "Pod", "namespace": "baz", "name": "foo", "uid": uid, "apiVersion": "v1", **({"fieldPath": fp} if fp else {})}
+        assert (ev["reason"], ev["message"], ev["type"]) == (reason, msg, "Normal")
+        assert ev["source"] == {"component": "eventTest"}
+        assert ev["reportingComponent"] == "eventTest"
+        key = (uid, fp, reason)
+        first_seen.setdefault(key, ev["firstTimestamp"])
+        # A repeat keeps the first timestamp and moves the last one.
+        assert ev["firstTimestamp"] == first_seen[key]
+        assert (ev["firstTimestamp"] != ev["lastTimestamp"]) == (count > 1)
+
+
+def test_eventf_table_with_both_log_formats():
+    clock = kubevents.FakeClock(START)
+    with kubevents.Broadcaster(clock=clock, sleep_duration=0) as b:
+        sink = MemorySink()
+        b.start_recording_to_sink(sink)
+        run_table(b, b.new_recorder("eventTest"), clock, sink, check_logs=True)
+    assert [op for op, _ in sink.writes] == ["create", "create", "patch", "create", "patch", "create", "patch"]
+
+
+def test_multi_sink_cache():
+    clock = kubevents.FakeClock(START)
+    with kubevents.Broadcaster(clock=clock, sleep_duration=0) as b:
+        recorder = b.new_recorder("eventTest")
+        sink1, sink2 = MemorySink(), MemorySink()
+        w = b.start_recording_to_sink(sink1)
+        run_table(b, recorder, clock, sink1, check_logs=False)
+        w.stop()
+        b.start_recording_to_sink(sink2)
+        # A fresh correlator: the same pattern again, not counts continuing from the first sink's.
+        run_table(b, recorder, clock, sink2, check_logs=False)
+    assert len(sink1.writes) == len(sink2.writes) == 7
+
+
+def test_eventf_no_namespace():
+    clock = kubevents.FakeClock(START)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "foo", "uid": "bar"}}
+    with kubevents.Broadcaster(clock=clock) as b:
+        sink, lines = MemorySink(), []
+        b.start_recording_to_sink(sink)
+        b.start_logging(lines.append)
+        b.new_recorder("eventTest").eventf(pod, "Normal", "Started", "some verbose message: %d", 1, field_path="spec.containers[2]")
+    [ev] = sink.events()
+    assert ev["metadata"]["namespace"] == "default"
+    assert "namespace" not in ev["involvedObject"]
+    assert ev["count"] == 1 and ev["metadata"]["name"].startswith("foo.")
+    assert lines == [ref_line("bar", "spec.containers[2]", "Started", "some verbose message: 1", namespace="")]
+
+
+class CountingSink:
+    """Fails creates with `error` while the attempts for an event are below `fail_times`."""
+
+    def __init__(self, error=None, fail_times=0, per_message=False):
+        self.error, self.fail_times, self.per_message = error, fail_times, per_message
+        self.attempts = {}
+        self.created = []
+        self.lock = threading.Lock()
+
+    def create(self, event):
+        key = event["message"] if self.per_message else "all"
+        with self.lock:
+            self.attempts[key] = self.attempts.get(key, 0) + 1
+            if self.attempts[key] <= self.fail_times:
+                raise self.error
+            self.created.append(event)
+        return event
+
+    def patch(self, event, patch):
+        return event
+
+
+@pytest.mark.parametrize(
+    ("error", "fail_times", "attempts"),
+    [
+        (ValueError("request construction"), 1000, 1),
+        (ApiError(409, "AlreadyExists"), 1000, 1),
+        (ApiError(400, "BadRequest"), 1000, 1),
+        (ApiError(503, "ServiceUnavailable"), 1000, 12),
+        (ApiError(429, "TooManyRequests"), 1000, 12),
+        (RuntimeError("A weird error"), 1000, 12),
+        (ConnectionError("refused"), 1000, 12),
+        (RuntimeError("A weird error"), 1, 2),
+    ],
+    ids=["giveUp-construction", "giveUp-409", "giveUp-400", "retry-503", "retry-429", "retry-weird", "retry-connection", "succeedEventually"],
+)
+def test_write_event_error(error, fail_times, attempts, caplog):
+    clock = kubevents.FakeClock(START)
+    sink = CountingSink(error, fail_times)
+    with kubevents.Broadcaster(clock=clock, sleep_duration=0) as b:
+        b.start_recording_to_sink(sink)
+        b.new_recorder("eventTest").event(TEST_POD, "Normal", "Started", "m")
+        assert b.wait_idle(10)
+        stats = b.stats()
+    assert sink.attempts["all"] == attempts
+    delivered = fail_times < attempts
+    assert (stats["created"], stats["abandoned"], stats["retries"]) == (int(delivered), int(not delivered), attempts - 1 if delivered or attempts == 12 else 0)
+    if not delivered:
+        assert any("will not retry" in r.message or "retry limit exceeded" in r.message for r in caplog.records if r.levelno == logging.ERROR)
+
+
+def test_update_expired_event():
+    clock = kubevents.FakeClock(START)
+    created = []
+
+    class Sink:
+        def create(self, event):
+            created.append(event)
+            return {**event, "metadata": {**event["metadata"], "resourceVersion": "updated-resource-version"}}
+
+        def patch(self, event, patch):
+            assert event["metadata"]["resourceVersion"] == "updated-resource-version"
+            raise ApiError(404, "NotFound")
+
+    with kubevents.Broadcaster(clock=clock, sleep_duration=0) as b:
+        b.start_recording_to_sink(Sink())
+        r = b.new_recorder("eventTest")
+        r.event(TEST_POD, "Normal", "Started", "m")
+        clock.step(1)
+        r.event(TEST_POD, "Normal", "Started", "m")
+    assert len(created) == 2
+    assert created[1]["count"] == 2
+    assert "resourceVersion" not in created[1]["metadata"]
+
+
+def test_cancel_event_one_try_once_shut_down():
+    clock = kubevents.FakeClock(START)
+    sink = CountingSink(RuntimeError("unexpected object"), 1000)
+    b = kubevents.Broadcaster(clock=clock, sleep_duration=3600)
+    b.start_recording_to_sink(sink)
+    b.new_recorder("eventTest").event(TEST_POD, "Normal", "Started", "m")
+    assert b.wait_idle(10)  # the first try failed; it sleeps for up to an hour of fake time
+    stats = b.shutdown(10)
+    # The sleep is cut short by shutdown, which leaves one more try.
+    assert sink.attempts["all"] == 2
+    assert (stats["abandoned"], stats["pending"]) == (1, 0)
+
+
+def test_lots_of_events():
+    clock = kubevents.FakeClock(START)
+    sink = CountingSink(RuntimeError("fake error"), 4, per_message=True)
+    logged = []
+    with kubevents.Broadcaster(clock=clock, sleep_duration=0) as b:
+        b.start_recording_to_sink(sink)
+        b.start_logging(logged.append)
+        r = b.new_recorder("eventTest")
+        threads = [
+            threading.Thread(
+                target=r.eventf,
+                args=({"kind": "Pod", "name": f"foo-{i}", "namespace": "baz", "uid": "bar", "apiVersion": "version"}, "Normal", f"Reason-{i}", "%s", str(i)),
+            )
+            for i in range(1000)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert b.wait_idle(30)
+    assert len(sink.created) == 1000 and len(logged) == 1000
+    assert all(sink.attempts[str(i)] == 5 for i in range(1000))
+
+
+def test_non_racy_shutdown():
+    # 100 threads record while the broadcaster shuts down: nothing raises, every call is accounted for.
+    b = kubevents.Broadcaster(clock=kubevents.FakeClock(START))
+    sink = MemorySink()
+    b.start_recording_to_sink(sink)
+    r = b.new_recorder("eventTest")
+    threads = [threading.Thread(target=r.eventf, args=({"kind": "Pod", "name": f"p{i}"}, "Normal", "Started", "blah")) for i in range(100)]
+    for t in threads:
+        t.start()
+    b.shutdown(10)
+    for t in threads:
+        t.join()
+    s = b.stats()
+    assert s["received"] == 100
+    assert s["dropped_after_shutdown"] + s["dropped_incoming"] + s["created"] + s["skipped"] == 100
+
+
+# -- the recorder's API --
+
+
+def recorded(recorder_calls, **options):
+    # Every clock read a second later, so two events of one object get different names.
+    clock = options.pop("clock", kubevents.IntervalClock(START, 1))
+    sink = MemorySink()
+    with kubevents.Broadcaster(clock=clock, **options) as b:
+        b.start_recording_to_sink(sink)
+        recorder_calls(b.new_recorder("ctl", "node-1"))
+    return [e for _, e in sink.writes]
+
+
+def test_eventf_formats_only_with_args():
+    evs = recorded(lambda r: (r.eventf(TEST_POD, "Normal", "A", "100%"), r.eventf(TEST_POD, "Normal", "B", "%d%% of %s", 5, "x")))
+    assert [e["message"] for e in evs] == ["100%", "5% of x"]
+    assert evs[0]["source"] == {"component": "ctl", "host": "node-1"} and evs[0]["reportingInstance"] == "node-1"
+
+
+def test_eventf_with_bad_format_arguments_raises():
+    b = kubevents.Broadcaster()
+    with pytest.raises(TypeError):
+        b.new_recorder("c").eventf(TEST_POD, "Normal", "A", "%d", "not a number")
+    b.shutdown()
+
+
+def test_type_must_be_normal_or_warning():
+    b = kubevents.Broadcaster()
+    r = b.new_recorder("c")
+    for bad in ["normal", "Info", ""]:
+        with pytest.raises(ValueError, match='"Normal" or "Warning"'):
+            r.event(TEST_POD, bad, "Started", "m")
+    assert b.shutdown()["received"] == 0
+
+
+def test_reason_and_message_are_kept_as_given():
+    long = "x" * 5000
+    evs = recorded(lambda r: r.event(TEST_POD, "Warning", "", long))
+    assert (evs[0]["message"], evs[0].get("reason")) == (long, None)
+
+
+def test_annotated_and_past_events():
+    past = datetime(2020, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
+
+    def calls(r):
+        r.annotated_eventf(TEST_POD, {"a": "1"}, "Normal", "A", "n=%d", 1)
+        r.past_eventf(TEST_POD2, past, "Warning", "B", "then")
+
+    a, p = recorded(calls)
+    assert a["metadata"]["annotations"] == {"a": "1"} and a["message"] == "n=1"
+    assert p["firstTimestamp"] == p["lastTimestamp"] == "2020-05-06T07:08:09Z"
+    assert p["metadata"]["name"] == "foo.160c5eb26e243a00"
+
+
+# -- object references --
+
+
+class Body(Mapping):
+    """A mapping that is not a dict, as kopf's bodies are."""
+
+    def __init__(self, d):
+        self._d = d
+
+    def __getitem__(self, k):
+        return self._d[k]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._d)
+
+    def __len__(self):
+        return len(self._d)
+
+
+def test_references_of_dicts_mappings_and_field_paths():
+    ref = kubevents.object_reference
+    assert ref(TEST_POD) == {"kind": "Pod", "namespace": "baz", "name": "foo", "uid": "bar", "apiVersion": "v1"}
+    assert ref(TEST_REF) == TEST_REF
+    assert ref(Body(TEST_POD), field_path="spec.containers{app}")["fieldPath"] == "spec.containers{app}"
+    # A manifest without apiVersion gets it from the built-in kinds.
+    assert ref({"kind": "Deployment", "metadata": {"name": "d", "namespace": "n", "resourceVersion": "7"}}) == {
+        "kind": "Deployment", "namespace": "n", "name": "d", "apiVersion": "apps/v1", "resourceVersion": "7",
+    }
+
+
+def test_references_of_official_client_models():
+    client = pytest.importorskip("kubernetes.client")
+    meta = client.V1ObjectMeta(name="web-0", namespace="prod", uid="u1", resource_version="42")
+    # Items of a list call leave kind and apiVersion None: they come from the kind table.
+    assert kubevents.object_reference(client.V1Pod(metadata=meta)) == {
+        "kind": "Pod", "namespace": "prod", "name": "web-0", "uid": "u1", "apiVersion": "v1", "resourceVersion": "42",
+    }
+    assert kubevents.object_reference(client.V1ConfigMap(metadata=meta))["apiVersion"] == "v1"
+    assert kubevents.object_reference(client.V1Pod(api_version="v1", kind="Pod", metadata=meta), field_path="spec.containers{app}")["fieldPath"] == "spec.containers{app}"
+    r = client.V1ObjectReference(kind="Node", name="n1", uid="u2", api_version="v1")
+    assert kubevents.object_reference(r) == {"kind": "Node", "name": "n1", "uid": "u2", "apiVersion": "v1"}
+    evs = recorded(lambda rec: rec.event(client.V1Pod(metadata=meta), "Normal", "Started", "m"))
+    assert evs[0]["involvedObject"]["kind"] == "Pod" and evs[0]["metadata"]["namespace"] == "prod"
+
+
+def test_register_kind_for_custom_resources():
+    class Widget:
+        def __init__(self, name):
+            self.metadata = {"name": name, "namespace": "w"}
+
+    with pytest.raises(ValueError, match="register_kind"):
+        kubevents.object_reference(Widget("a"))
+    with pytest.raises(ValueError, match='"Gizmo" is not a built-in kind'):
+        kubevents.object_reference({"kind": "Gizmo", "metadata": {"name": "g"}})
+    kubevents.register_kind("Widget", "example.com/v1", cls=Widget)
+    kubevents.register_kind("Gizmo", "example.com/v1beta1")
+    assert kubevents.object_reference(Widget("a")) == {"kind": "Widget", "namespace": "w", "name": "a", "apiVersion": "example.com/v1"}
+    assert kubevents.object_reference({"kind": "Gizmo", "metadata": {"name": "g"}})["apiVersion"] == "example.com/v1beta1"
+
+
+def test_bad_objects_raise_value_errors_that_say_what_is_missing():
+    ref = kubevents.object_reference
+    with pytest.raises(ValueError, match="has no name"):
+        ref({"kind": "Pod", "apiVersion": "v1", "metadata": {"namespace": "x"}})
+    with pytest.raises(ValueError, match="cannot make an object reference of a int"):
+        ref(3)
+    with pytest.raises(ValueError, match="has no kind"):
+        ref({"metadata": {"name": "x"}})
+    with pytest.raises(TypeError, match="metadata.name must be a str"):
+        ref({"kind": "Pod", "metadata": {"name": 5}})
+    b = kubevents.Broadcaster()
+    with pytest.raises(ValueError, match="has no name"):
+        b.new_recorder("c").event({"kind": "Pod", "apiVersion": "v1"}, "Normal", "R", "m")
+    b.shutdown()
+
+
+# -- FakeRecorder --
+
+
+def test_fake_recorder_strings():
+    f = FakeRecorder()
+    f.event(TEST_POD, "Normal", "Started", "100%")
+    f.eventf(TEST_POD, "Warning", "BackOff", "Back-off restarting %s", "app")
+    f.annotated_eventf(TEST_POD, {"b": "2", "a": "1"}, "Normal", "A", "m")
+    assert f.events == ["Normal Started 100%", "Warning BackOff Back-off restarting app", "Normal A m map[a:1 b:2]"]
+    g = FakeRecorder(include_object=True)
+    g.eventf(TEST_POD, "Normal", "Started", "x")
+    assert g.events == ["Normal Started x involvedObject{kind=Pod,apiVersion=v1}"]
