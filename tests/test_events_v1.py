@@ -339,6 +339,7 @@ def test_watchers_and_logging(setup, caplog):
         rec.eventf(POD, None, "Warning", "BackOff", "Restarting", "n2")
         b.shutdown(timeout=10)
     assert [e["note"] for e in got] == ["n1"]
+    assert b.stats()["dropped_watchers"] == 0
     logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Event occurred")]
     assert len(logged) == 2
     assert "object=baz/foo kind=Pod apiVersion=v1 type=Warning reason=BackOff action=Restarting note=n1" in logged[0]
@@ -475,3 +476,26 @@ def test_stats_while_an_async_write_is_in_flight_does_not_deadlock():
         return await asyncio.to_thread(b.shutdown, 10)
 
     assert asyncio.run(main())["writes_ok"] == 1
+
+
+def test_a_slow_watcher_drops_beyond_its_queue_and_counts_it():
+    release, busy = threading.Event(), threading.Event()
+    got = []
+
+    def slow(event):
+        busy.set()
+        release.wait(10)
+        got.append(event)
+
+    b = kubevents.EventsBroadcaster(NullSink(), clock=kubevents.FakeClock(T0))
+    b.start_event_watcher(slow)
+    rec = b.new_recorder("c", "i")
+    rec.eventf(POD, None, "Normal", "r", "a", "n")
+    assert busy.wait(10)
+    for _ in range(1099):
+        rec.eventf(POD, None, "Normal", "r", "a", "n")
+    # One event is with the callback, 1000 wait in the queue, the other 99 were dropped.
+    assert b.stats()["dropped_watchers"] == 99
+    release.set()
+    assert b.shutdown(timeout=10)["dropped_watchers"] == 99
+    assert len(got) == 1001

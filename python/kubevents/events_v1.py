@@ -43,6 +43,8 @@ Where kubevents deliberately differs from client-go (released 1.36-level ``tools
   events beyond 1000 waiting for that thread are dropped and counted.
 * An invalid event type or an object that has no reference raises ``ValueError``/``TypeError`` (client-go
   logs and drops the event); ``note`` is %-formatted only when arguments are given.
+* As for core/v1 in kubevents, 429 and 5xx answers are retried (client-go's REST client retries them below
+  ``recordEvent``; the Python clients do not).
 """
 
 from __future__ import annotations
@@ -166,6 +168,7 @@ class EventsBroadcaster:
         )
         self._lock = threading.Lock()
         self._watchers: list[_Watcher] = []
+        self._stopped_watcher_drops = 0
         self._stopped = False
 
     def new_recorder(self, reporting_controller: str, reporting_instance: str | None = None) -> EventsRecorder:
@@ -218,6 +221,8 @@ class EventsBroadcaster:
                     return
                 self._watchers = [x for x in self._watchers if x is not w]
             w.stop()
+            with self._lock:
+                self._stopped_watcher_drops += w.dropped
 
         return stop
 
@@ -250,6 +255,8 @@ class EventsBroadcaster:
         done = self._engine.shutdown(timeout)
         for w in watchers:
             w.stop(timeout)
+        with self._lock:
+            self._stopped_watcher_drops += sum(w.dropped for w in watchers)
         if not done:
             raise TimeoutError(f"the broadcaster did not finish writing within {timeout} s")
         return self.stats()
@@ -261,8 +268,12 @@ class EventsBroadcaster:
         self.shutdown()
 
     def stats(self) -> dict[str, Any]:
-        """Counters: series decisions, sink writes and errors, retries, drops, truncated notes, cache size."""
-        return dict(self._engine.stats())
+        """Counters: series decisions, sink writes and errors, retries, drops (``dropped`` of the engine's
+        queue, ``dropped_watchers`` of the watchers' queues), truncated notes, cache size."""
+        out: dict[str, Any] = dict(self._engine.stats())
+        with self._lock:
+            out["dropped_watchers"] = self._stopped_watcher_drops + sum(w.dropped for w in self._watchers)
+        return out
 
 
 
