@@ -5,7 +5,6 @@ import asyncio
 import threading
 
 import pytest
-from pytest_httpserver import HTTPServer
 
 import kubevents
 from fake_apiserver import FakeApiServer
@@ -27,15 +26,10 @@ DISCOVERY = {
 
 
 @pytest.fixture
-def servers():
-    """One local server playing both event APIs: (events.k8s.io/v1, core/v1, the HTTP server)."""
-    server = HTTPServer()
-    server.start()
-    try:
-        yield (FakeApiServer(server, prefix=V1, api_version="events.k8s.io/v1"), FakeApiServer(server), server)
-    finally:
-        server.clear()
-        server.stop()
+def servers(httpserver):
+    """The plugin's local server (started once, cleared after each test) playing both event APIs:
+    (events.k8s.io/v1, core/v1, the HTTP server)."""
+    return FakeApiServer(httpserver, prefix=V1, api_version="events.k8s.io/v1"), FakeApiServer(httpserver), httpserver
 
 
 def record_three(b, clock):
