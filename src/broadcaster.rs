@@ -87,10 +87,15 @@ impl<T> Lane<T> {
 
     /// Queues `item`; when full, drops it (counted) or waits for space. Returns whether it was queued.
     pub fn push(&self, item: T, full: FullChannel) -> bool {
+        self.push_len(item, full).is_some()
+    }
+
+    /// `push`, returning the queue's length after it (None: not queued).
+    pub fn push_len(&self, item: T, full: FullChannel) -> Option<usize> {
         let mut s = lock(&self.state);
         loop {
             if s.stopped || s.closed {
-                return false;
+                return None;
             }
             if s.items.len() < self.capacity {
                 break;
@@ -98,7 +103,7 @@ impl<T> Lane<T> {
             match full {
                 FullChannel::Drop => {
                     self.dropped.fetch_add(1, Ordering::Relaxed);
-                    return false;
+                    return Some(s.items.len());
                 }
                 FullChannel::Wait => {
                     s.producer_waiting = true;
@@ -111,7 +116,7 @@ impl<T> Lane<T> {
         if s.consumer_parked || s.items.len() == notify_at(self.capacity) {
             self.ready.notify_one();
         }
-        true
+        Some(s.items.len())
     }
 
     /// Takes up to `max` items into `out`, waiting while the lane is empty; marks the consumer running.
@@ -235,6 +240,8 @@ struct Shared<I, O> {
     dropped: AtomicU64,
     watchers: Mutex<Vec<Arc<Lane<O>>>>,
     finished: AtomicBool,
+    /// Some watcher's queue is more than half full.
+    pressure: AtomicBool,
     convert: Box<dyn Fn(I) -> O + Send + Sync>,
 }
 
@@ -277,6 +284,7 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
             dropped: AtomicU64::new(0),
             watchers: Mutex::new(Vec::new()),
             finished: AtomicBool::new(false),
+            pressure: AtomicBool::new(false),
             convert: Box::new(convert),
         });
         let s = shared.clone();
@@ -385,6 +393,11 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
         inc.queue.is_empty() && !inc.distributing
     }
 
+    /// A watcher's queue was more than half full after the last item distributed: its consumer is behind.
+    pub fn under_pressure(&self) -> bool {
+        self.shared.pressure.load(Ordering::Relaxed)
+    }
+
     /// The distribution thread has ended (after shutdown).
     pub fn is_finished(&self) -> bool {
         self.shared.finished.load(Ordering::Acquire)
@@ -448,11 +461,16 @@ impl<I, O: Clone> Shared<I, O> {
 
     fn distribute(&self, item: O) {
         let watchers = lock(&self.watchers);
+        let mut longest = 0;
         if let Some((last, rest)) = watchers.split_last() {
             for w in rest {
-                w.push(item.clone(), self.full);
+                longest = longest.max(w.push_len(item.clone(), self.full).unwrap_or(0));
             }
-            last.push(item, self.full);
+            longest = longest.max(last.push_len(item, self.full).unwrap_or(0));
+        }
+        let pressed = longest * 2 > self.capacity;
+        if pressed != self.pressure.load(Ordering::Relaxed) {
+            self.pressure.store(pressed, Ordering::Relaxed);
         }
     }
 }

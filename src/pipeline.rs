@@ -211,6 +211,11 @@ impl EventBroadcaster {
         self.shared.mux.action_or_drop(o)
     }
 
+    /// Some watcher is behind (its queue is more than half full).
+    pub fn under_pressure(&self) -> bool {
+        self.shared.mux.under_pressure()
+    }
+
     fn watch(&self, kind: &str) -> std::result::Result<Arc<EventLane>, Stopped> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let lane = self.shared.mux.watch(format!("{kind}-{id}"))?;

@@ -432,7 +432,7 @@ impl PyRecorder {
         };
         let o = Occurrence { reference, annotations, type_, reason, message, time, source: self.source.clone() };
         match core.record(o) {
-            Ok(true) => self.shared.turns.give_way(py),
+            Ok(true) => self.shared.turns.give_way(py, core.under_pressure()),
             Ok(false) => self.shared.warn_dropped("the incoming queue is full"),
             Err(_) => {
                 self.shared.after_shutdown.fetch_add(1, Ordering::Relaxed);

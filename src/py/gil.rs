@@ -13,7 +13,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 
 /// How long a recorder call waits at most for a broadcaster thread to take the GIL it released.
-const HANDOFF_LIMIT: Duration = Duration::from_millis(20);
+const HANDOFF_LIMIT: Duration = Duration::from_millis(1);
 
 #[derive(Debug, Default)]
 pub struct GilTurns {
@@ -37,9 +37,13 @@ impl GilTurns {
         })
     }
 
-    /// Releases the GIL until the broadcaster threads waiting for it have it (bounded).
-    pub fn give_way(&self, py: Python<'_>) {
+    /// Releases the GIL until the broadcaster threads waiting for it have it (bounded). When a watcher is
+    /// behind but not waiting for the GIL, its thread may be waiting for a CPU: yield ours once.
+    pub fn give_way(&self, py: Python<'_>, behind: bool) {
         if self.waiting.load(Ordering::Acquire) == 0 {
+            if behind {
+                py.detach(std::thread::yield_now);
+            }
             return;
         }
         py.detach(|| {

@@ -426,8 +426,10 @@ impl PyEventsV1Engine {
         } else if st.stopping {
             st.dropped += 1;
         }
+        // Behind: the engine thread has half a queue to catch up on.
+        let behind = st.queue.len() >= MAX_QUEUED_EVENTS / 2;
         drop(st);
-        self.shared.turns.give_way(py);
+        self.shared.turns.give_way(py, behind);
         Ok(out)
     }
 

@@ -24,7 +24,8 @@ pub fn classify(py: Python<'_>, err: &PyErr) -> WriteError {
     let message = format!("{}: {}", value.get_type().name().map(|n| n.to_string()).unwrap_or_default(), value);
     if let Ok(Some(status)) = value.getattr_opt(intern!(py, "status")) {
         if status.is_instance_of::<PyInt>() {
-            if let Ok(s) = status.extract::<u16>() {
+            // `ApiException(status=0)` is the client's own error, not an HTTP answer.
+            if let Ok(s @ 100..=599) = status.extract::<u16>() {
                 return WriteError::status(s, message);
             }
         }

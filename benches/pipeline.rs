@@ -1,0 +1,111 @@
+//! criterion bench of the recording pipeline without Python: every record of the `mixed` workload goes
+//! through `EventBroadcaster::record` (make the event, distribute), the sink watcher (correlate, write to a
+//! sink that answers at once, `update_state`) and `shutdown`. Run: `cargo bench --bench pipeline`.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use kubevents::broadcaster::FullChannel;
+use kubevents::clock::RealClock;
+use kubevents::correlator::{CorrelatorOptions, KeyFuncs};
+use kubevents::event::{Event, EventSource, ObjectReference};
+use kubevents::pipeline::{EventBroadcaster, EventType, Occurrence, Options, Reporter};
+use kubevents::sim::JsonLines;
+use kubevents::sink::{EventSink, RetryPolicy, WriteError};
+use kubevents::time::Time;
+
+const N: usize = 100_000;
+
+struct Quiet;
+
+impl Reporter for Quiet {
+    fn warn(&self, _: &str) {}
+    fn error(&self, _: &str) {}
+}
+
+struct Noop;
+
+impl EventSink for Noop {
+    fn create(&self, e: &Event) -> Result<Event, WriteError> {
+        Ok(e.clone())
+    }
+    fn patch(&self, e: &Event, _: &[u8]) -> Result<Event, WriteError> {
+        Ok(e.clone())
+    }
+}
+
+fn occurrences() -> Vec<Occurrence> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/traces");
+    let path = dir.join(format!("mixed-{N}.jsonl"));
+    if !path.exists() {
+        std::fs::create_dir_all(&dir).expect("create target/traces");
+        let script = std::env::var("KUBEVENTS_WORKLOADS")
+            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/workloads.py").to_owned());
+        let status = Command::new("python3")
+            .args([script.as_str(), "mixed", "-n", &N.to_string(), "-o"])
+            .arg(&path)
+            .status()
+            .expect("run the workload generator");
+        assert!(status.success());
+    }
+    let mut lines = JsonLines::new(std::io::BufReader::new(std::fs::File::open(path).expect("open trace")));
+    let mut out = Vec::with_capacity(N);
+    while let Some(r) = lines.next_record() {
+        let r = r.expect("parse trace");
+        let i = &r.involved;
+        out.push(Occurrence {
+            reference: ObjectReference {
+                kind: i.kind.to_string(),
+                namespace: i.namespace.to_string(),
+                name: i.name.to_string(),
+                uid: i.uid.to_string(),
+                api_version: i.api_version.to_string(),
+                resource_version: i.resource_version.to_string(),
+                field_path: i.field_path.to_string(),
+            },
+            annotations: None,
+            type_: EventType::parse(&r.type_).unwrap_or(EventType::Normal),
+            reason: r.reason.to_string(),
+            message: r.message.to_string(),
+            time: Time(r.t_ns),
+            source: Arc::new(EventSource { component: r.source_component.to_string(), host: r.source_host.to_string() }),
+        });
+    }
+    out
+}
+
+fn bench_pipeline(c: &mut Criterion) {
+    let all = occurrences();
+    let mut group = c.benchmark_group("pipeline");
+    group.throughput(Throughput::Elements(N as u64));
+    group.sample_size(10);
+    group.bench_function("mixed/record-to-sink", |b| {
+        b.iter_batched(
+            || all.clone(),
+            |occurrences| {
+                let options = Options {
+                    queue_length: N,
+                    full_channel: FullChannel::Drop,
+                    retry: RetryPolicy::default(),
+                    correlator: CorrelatorOptions::default(),
+                    clock: Arc::new(RealClock),
+                    real_time: true,
+                };
+                let b = EventBroadcaster::new(options, Arc::new(Quiet)).unwrap();
+                b.start_recording_to_sink(Arc::new(Noop), 1, KeyFuncs::default()).unwrap();
+                for o in occurrences {
+                    b.record(o).unwrap();
+                }
+                assert!(b.shutdown(None));
+                assert_eq!(b.stats().pending, 0);
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_pipeline);
+criterion_main!(benches);
