@@ -36,7 +36,10 @@ use crate::time::Time;
 
 /// client-go's `maxQueuedEvents`: events waiting for the engine thread beyond this are dropped.
 const MAX_QUEUED_EVENTS: usize = 1000;
-/// Events handled per GIL acquisition on the engine thread.
+/// The engine thread waits up to `LINGER` for more events when it has fewer than `LINGER_BATCH`.
+const LINGER: Duration = Duration::from_micros(200);
+const LINGER_BATCH: usize = 64;
+/// Writes made per GIL acquisition on the engine thread.
 const GIL_CHUNK: usize = 64;
 /// How often the engine thread looks at a clock it cannot wait on (a fake or user clock).
 const POLL: Duration = Duration::from_millis(20);
@@ -248,6 +251,11 @@ impl Shared {
                     };
                     st = self.wake.wait_timeout(st, wait).unwrap_or_else(|p| p.into_inner()).0;
                 }
+                // Woken by a few events with nobody waiting on this thread: linger once for a fuller batch,
+                // rather than wake for every event (recorder calls only wake it for the first).
+                if st.queue.len() < LINGER_BATCH && !st.stopping && st.kicks <= st.idle_for {
+                    st = self.wake.wait_timeout(st, LINGER).unwrap_or_else(|p| p.into_inner()).0;
+                }
                 (std::mem::take(&mut st.queue), st.kicks, st.stopping)
             };
             let mut engine = self.engine();
@@ -255,14 +263,22 @@ impl Shared {
             if let Err(e) = engine.run_due(&mut sink) {
                 self.state().last_error = Some(e.to_string());
             }
-            // One GIL acquisition per chunk of events rather than one per sink call (taking the GIL from a busy
-            // Python thread can cost a switch interval each time), in chunks short enough not to starve it;
-            // recorder calls give way while this thread waits for the GIL.
-            let mut batch = batch.into_iter().peekable();
-            while batch.peek().is_some() {
-                self.turns.attach(|_| {
-                    for event in batch.by_ref().take(GIL_CHUNK) {
-                        if let Err(e) = engine.observe(event, &mut sink) {
+            // Deciding needs no GIL; the writes take it once per chunk rather than once per sink call
+            // (taking the GIL from a busy Python thread can cost a switch interval each time), in chunks short
+            // enough not to starve that thread. This thread does not ask recorder calls to give way at once:
+            // they do when the queue is half full, and until then the events pile up into larger batches.
+            let mut writes = Vec::new();
+            for event in batch {
+                match engine.decide(event) {
+                    Ok(w) => writes.extend(w),
+                    Err(e) => self.state().last_error = Some(e.to_string()),
+                }
+            }
+            let mut writes = writes.into_iter().peekable();
+            while writes.peek().is_some() {
+                Python::attach(|_| {
+                    for event in writes.by_ref().take(GIL_CHUNK) {
+                        if let Err(e) = engine.write(event, &mut sink) {
                             self.state().last_error = Some(e.to_string());
                         }
                     }

@@ -132,15 +132,25 @@ impl SeriesEngine {
     /// its `eventTime` (client-go reads its clock when the goroutine gets to it), the clock's present when
     /// it has none.
     pub fn observe(&mut self, event: EventV1, sink: &mut dyn SinkV1) -> Result<()> {
+        for e in self.decide(event)? {
+            self.write(e, sink)?;
+        }
+        Ok(())
+    }
+
+    /// `observe` without the writes: the events to write, in order, each to be passed to `write`.
+    pub fn decide(&mut self, event: EventV1) -> Result<Vec<EventV1>> {
         let now = match event.event_time {
             Some(t) => t,
             None => self.clock.now()?,
         };
         let (write, evicted) = self.cache.observe(event, now);
-        for w in evicted.into_iter().chain(write) {
-            self.attempt(w.event, 0, sink)?;
-        }
-        Ok(())
+        Ok(evicted.into_iter().chain(write).map(|w| w.event).collect())
+    }
+
+    /// The first attempt at a write `decide` asked for.
+    pub fn write(&mut self, event: EventV1, sink: &mut dyn SinkV1) -> Result<()> {
+        self.attempt(event, 0, sink)
     }
 
     /// One `recordEvent`, counted.
