@@ -184,10 +184,6 @@ impl<T> Lane<T> {
         discarded
     }
 
-    pub fn is_stopped(&self) -> bool {
-        lock(&self.state).stopped
-    }
-
     /// Items dropped because the lane was full.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
@@ -239,7 +235,6 @@ struct Shared<I, O> {
     received: AtomicU64,
     dropped: AtomicU64,
     watchers: Mutex<Vec<Arc<Lane<O>>>>,
-    finished: AtomicBool,
     /// Some watcher's queue is more than half full.
     pressure: AtomicBool,
     convert: Box<dyn Fn(I) -> O + Send + Sync>,
@@ -283,7 +278,6 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
             received: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             watchers: Mutex::new(Vec::new()),
-            finished: AtomicBool::new(false),
             pressure: AtomicBool::new(false),
             convert: Box::new(convert),
         });
@@ -397,11 +391,6 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
     pub fn under_pressure(&self) -> bool {
         self.shared.pressure.load(Ordering::Relaxed)
     }
-
-    /// The distribution thread has ended (after shutdown).
-    pub fn is_finished(&self) -> bool {
-        self.shared.finished.load(Ordering::Acquire)
-    }
 }
 
 impl<I, O: Clone> Shared<I, O> {
@@ -445,7 +434,6 @@ impl<I, O: Clone> Shared<I, O> {
                         inc.distributing = false;
                         // Nothing can follow a shutdown: `stopped` was set when it was queued.
                         inc.done += 1;
-                        self.finished.store(true, Ordering::Release);
                         self.done.notify_all();
                         return;
                     }

@@ -198,10 +198,6 @@ impl EventBroadcaster {
         })
     }
 
-    pub fn options(&self) -> &Options {
-        &self.shared.options
-    }
-
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.shared.options.clock
     }
@@ -378,10 +374,6 @@ impl EventBroadcaster {
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(1));
         }
-    }
-
-    pub fn is_shut_down(&self) -> bool {
-        self.shared.mux.is_stopped()
     }
 
     /// Stops accepting events, distributes what is queued, and lets every watcher finish its queue; events

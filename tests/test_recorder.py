@@ -391,3 +391,17 @@ def test_fake_recorder_strings():
     g = FakeRecorder(include_object=True)
     g.eventf(TEST_POD, "Normal", "Started", "x")
     assert g.events == ["Normal Started x involvedObject{kind=Pod,apiVersion=v1}"]
+
+
+def test_start_logging_to_a_logger_at_info(caplog):
+    logger = logging.getLogger("my-controller-events")
+    with caplog.at_level(logging.INFO, logger="my-controller-events"):
+        with kubevents.Broadcaster(clock=kubevents.FakeClock(START)) as b:
+            b.start_logging(logger)
+            b.start_structured_logging(logger)
+            b.new_recorder("eventTest").eventf(TEST_POD, "Normal", "Started", "some verbose message: %d", 1)
+    lines = sorted(r.getMessage() for r in caplog.records if r.name == "my-controller-events")
+    assert lines == sorted([ref_line("bar", "", "Started", "some verbose message: 1"), structured("", "Started", "some verbose message: 1")])
+    assert all(r.levelno == logging.INFO for r in caplog.records if r.name == "my-controller-events")
+    with pytest.raises(TypeError, match="logging.Logger or a callable"):
+        kubevents.Broadcaster().start_logging(42)

@@ -243,11 +243,13 @@ fn workers_keep_the_writes_of_one_event_in_order() {
 
 #[test]
 fn log_line_quotes_like_go() {
-    let mut e = Event::default();
-    e.involved_object = reference("bar", "a\"b\\c\n");
-    e.type_ = "Warning".into();
-    e.reason = "R".into();
-    e.message = "m".into();
+    let e = Event {
+        involved_object: reference("bar", "a\"b\\c\n"),
+        type_: "Warning".into(),
+        reason: "R".into(),
+        message: "m".into(),
+        ..Default::default()
+    };
     assert_eq!(
         log_line(&e),
         r#"Event(v1.ObjectReference{Kind:"Pod", Namespace:"baz", Name:"foo", UID:"bar", APIVersion:"v1", ResourceVersion:"", FieldPath:"a\"b\\c\n"}): type: 'Warning' reason: 'R' m"#
@@ -256,11 +258,13 @@ fn log_line_quotes_like_go() {
 
 #[test]
 fn structured_line_is_klogs() {
-    let mut e = Event::default();
-    e.involved_object = reference("bar", "spec.containers[2]");
-    e.type_ = "Normal".into();
-    e.reason = "Started".into();
-    e.message = "some verbose message: 1".into();
+    let mut e = Event {
+        involved_object: reference("bar", "spec.containers[2]"),
+        type_: "Normal".into(),
+        reason: "Started".into(),
+        message: "some verbose message: 1".into(),
+        ..Default::default()
+    };
     assert_eq!(
         structured_line(&e),
         r#"Event occurred object="baz/foo" fieldPath="spec.containers[2]" kind="Pod" apiVersion="v1" type="Normal" reason="Started" message="some verbose message: 1""#
