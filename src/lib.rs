@@ -10,6 +10,8 @@ pub mod event;
 pub mod names;
 pub mod recorder;
 pub mod sim;
+// events.k8s.io/v1 series recording
+pub mod series;
 pub mod time;
 
 #[cfg(feature = "python")]

@@ -64,3 +64,17 @@ __all__ = [
     "object_reference",
     "register_kind",
 ]
+
+# -- events.k8s.io/v1 recording --
+from kubevents.events_v1 import AsyncEventsV1Sink, EventsBroadcaster, EventsRecorder, EventsV1Sink  # noqa: E402
+from kubevents.events_v1_adapter import EventBroadcasterAdapter, new_event_broadcaster_adapter  # noqa: E402
+
+__all__ += [
+    "AsyncEventsV1Sink",
+    "EventBroadcasterAdapter",
+    "EventsBroadcaster",
+    "EventsRecorder",
+    "EventsV1Sink",
+    "new_event_broadcaster_adapter",
+]
+# -- end events.k8s.io/v1 recording --

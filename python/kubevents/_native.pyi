@@ -332,3 +332,81 @@ def register_kind(kind: str, api_version: str, *, cls: type | None = None) -> No
 
 def object_reference(obj: Any, *, field_path: str | None = None) -> dict[str, str]:
     """The object reference kubevents puts in an event for ``obj``."""
+
+# -- events.k8s.io/v1 recording --
+
+__all__ += ["DEFAULT_EVENTS_V1_CACHE_SIZE", "EventsV1Engine", "series_patch", "truncate_note"]
+
+DEFAULT_EVENTS_V1_CACHE_SIZE: int
+"""The default bound of the events.k8s.io/v1 series cache (client-go's is unbounded)."""
+
+class _EventsV1Stats(TypedDict):
+    observed: int
+    created: int
+    series_started: int
+    counted: int
+    refresh_writes: int
+    finish_writes: int
+    forgotten: int
+    evicted: int
+    evicted_writes: int
+    shutdown_writes: int
+    writes_ok: int
+    write_errors: int
+    retries: int
+    abandoned: int
+    finish_rounds: int
+    refresh_rounds: int
+    pending_retries: int
+    cache_len: int
+    queued: int
+    dropped: int
+    truncated_notes: int
+    last_error: str | None
+
+@final
+class EventsV1Engine:
+    """The events.k8s.io/v1 recording engine behind ``kubevents.EventsBroadcaster``: a series cache, its
+    timers and retries, run on a thread of its own against a sink."""
+
+    def __new__(
+        cls,
+        sink: Any,
+        *,
+        clock: _ClockLike | None = None,
+        sleep_duration: _DurationLike | None = None,
+        max_tries: int = 12,
+        cache_size: int = 4096,
+        seed: int | None = None,
+    ) -> Self: ...
+    def record(
+        self,
+        regarding: Any,
+        related: Any,
+        annotations: Mapping[str, str] | None,
+        type: str,
+        reason: str,
+        action: str,
+        note: str,
+        reporting_controller: str,
+        reporting_instance: str,
+        want_event: bool = False,
+    ) -> dict[str, Any] | None:
+        """Makes the event of one occurrence at the clock's present and hands it to the engine thread if it
+        is recording; returns the event as a dict when ``want_event`` is true."""
+    def start(self) -> None:
+        """Starts the engine thread: events recorded from now on reach the sink."""
+    def wait_idle(self, timeout: _DurationLike | None = None) -> bool:
+        """Waits until every queued event and everything due at the clock's present has been handled."""
+    def shutdown(self, timeout: _DurationLike | None = None) -> bool:
+        """Writes what is queued and pending and every live series' final count, then ends the thread;
+        False if ``timeout`` ran out first."""
+    def stats(self) -> _EventsV1Stats:
+        """Counters: series decisions, sink writes, drops."""
+
+def truncate_note(note: str) -> str:
+    """``note`` cut to the API server's 1024-byte limit at a UTF-8 boundary with a ``" ..."`` suffix, or
+    unchanged."""
+
+def series_patch(event: Mapping[str, Any]) -> bytes:
+    """The strategic merge patch sent for a series: ``{"series":{"count":…,"lastObservedTime":…}}``."""

@@ -73,3 +73,60 @@ class FakeRecorder:
     ) -> None:
         """``eventf``; the timestamp is not part of the recorded string."""
         self._write(obj, None, type, reason, fmt % args if args else fmt)
+
+# -- events.k8s.io/v1 recording: FakeEventsRecorder --
+
+__all__ += ["FakeEventsRecorder"]
+
+
+def _gvk_string(obj: Any) -> str:
+    if obj is None:
+        return ""
+    try:
+        ref = object_reference(obj)
+    except (TypeError, ValueError):
+        return ""
+    if not ref.get("kind") and not ref.get("apiVersion"):
+        return ""
+    return f" {{kind={ref.get('kind', '')},apiVersion={ref.get('apiVersion', '')}}}"
+
+
+class FakeEventsRecorder:
+    """client-go's ``events.FakeRecorder``: records each call as ``"<type> <reason> <note>"`` in ``events``;
+    with ``verbose``, as ``"<type> <reason> <action> <note>"`` followed by `` {kind=...,apiVersion=...}`` for
+    ``regarding`` and ``related`` (when they have a kind or apiVersion) and `` map[k:v ...]`` for annotations.
+
+    It has the methods of ``kubevents.EventsRecorder``. Unlike client-go's, it never blocks (``events`` is a
+    list, not a channel) and ``%`` in the type and reason is not interpreted.
+    """
+
+    def __init__(self, *, verbose: bool = False) -> None:
+        self.verbose = verbose
+        self.events: list[str] = []
+        self._lock = threading.Lock()
+
+    def eventf(self, regarding: Any, related: Any, type: str, reason: str, action: str, note: str, *args: Any) -> None:
+        """Records ``note % args`` (``note`` as it is without args)."""
+        self.annotated_eventf(regarding, related, None, type, reason, action, note, *args)
+
+    def annotated_eventf(
+        self,
+        regarding: Any,
+        related: Any,
+        annotations: Mapping[str, str] | None,
+        type: str,
+        reason: str,
+        action: str,
+        note: str,
+        *args: Any,
+    ) -> None:
+        """``eventf`` with annotations (shown only when ``verbose``, as in client-go)."""
+        message = note % args if args else note
+        if not self.verbose:
+            line = f"{type} {reason} {message}"
+        else:
+            line = f"{type} {reason} {action} {message}" + _gvk_string(regarding) + _gvk_string(related)
+            if annotations:
+                line += " map[" + " ".join(f"{k}:{v}" for k, v in sorted(annotations.items())) + "]"
+        with self._lock:
+            self.events.append(line)

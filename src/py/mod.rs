@@ -10,6 +10,8 @@ mod broadcaster;
 mod gil;
 mod reference;
 mod sink;
+// events.k8s.io/v1 recording
+mod series;
 
 use pyo3::prelude::*;
 
@@ -32,5 +34,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reference::object_reference, m)?)?;
     // -- end recording pipeline --
     m.add("DEFAULT_QPS", f64::from(crate::correlator::DEFAULT_QPS))?;
+    // events.k8s.io/v1 recording
+    m.add_class::<series::PyEventsV1Engine>()?;
+    m.add_function(wrap_pyfunction!(series::truncate_note, m)?)?;
+    m.add_function(wrap_pyfunction!(series::series_patch, m)?)?;
+    m.add("DEFAULT_EVENTS_V1_CACHE_SIZE", crate::series::DEFAULT_CACHE_SIZE)?;
     Ok(())
 }

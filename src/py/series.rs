@@ -1,0 +1,629 @@
+//! `kubevents._native.EventsV1Engine`: the events.k8s.io/v1 recording engine on a thread of its own.
+//!
+//! Callers make events on their own thread and hand them over through a bounded queue (full: dropped,
+//! never blocking). The engine thread owns the series engine and the Python sink; it takes the GIL only to
+//! call the sink and to read a Python clock, and waits without it.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{JoinHandle, ThreadId};
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::intern;
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+
+use super::clock::{clock_arg, to_duration, PyRealClock};
+use super::convert::reference_to_py;
+use super::reference::reference_of;
+use super::gil::GilTurns;
+use super::sink::PySink;
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::event::ObjectReference;
+use crate::recorder::UuidSource;
+use crate::sink::{Verdict, WriteError};
+use crate::series::{
+    make_event_v1, EngineOptions, EventV1, EventV1Input, SeriesEngine, SinkError, SinkV1, DEFAULT_CACHE_SIZE,
+    MAX_TRIES_PER_EVENT,
+};
+
+// The constructor's signature spells these defaults as literals, so that the stubs can show them.
+const _: () = assert!(MAX_TRIES_PER_EVENT == 12 && DEFAULT_CACHE_SIZE == 4096);
+use crate::time::Time;
+
+/// client-go's `maxQueuedEvents`: events waiting for the engine thread beyond this are dropped.
+const MAX_QUEUED_EVENTS: usize = 1000;
+/// The engine thread waits up to `LINGER` for more events when it has fewer than `LINGER_BATCH`.
+const LINGER: Duration = Duration::from_micros(200);
+const LINGER_BATCH: usize = 64;
+/// Writes made per GIL acquisition on the engine thread.
+const GIL_CHUNK: usize = 64;
+/// How often the engine thread looks at a clock it cannot wait on (a fake or user clock).
+const POLL: Duration = Duration::from_millis(20);
+
+fn type_name(v: &Bound<'_, PyAny>) -> String {
+    v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+}
+
+fn set_str(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, v: &str) -> PyResult<()> {
+    if v.is_empty() {
+        Ok(())
+    } else {
+        d.set_item(key, v)
+    }
+}
+
+fn micro_str(t: Option<Time>) -> Option<String> {
+    t.map(Time::to_rfc3339_micro)
+}
+
+/// An events.k8s.io/v1 Event as a dict of its JSON shape, key for key as `EventV1` serializes (by hand:
+/// every write crosses here, and a JSON round trip costs several microseconds).
+pub fn event_v1_to_py<'py>(py: Python<'py>, e: &EventV1) -> PyResult<Bound<'py, PyAny>> {
+    let d = PyDict::new(py);
+    set_str(&d, intern!(py, "apiVersion"), &e.api_version)?;
+    set_str(&d, intern!(py, "kind"), &e.kind)?;
+    let meta = PyDict::new(py);
+    set_str(&meta, intern!(py, "name"), &e.metadata.name)?;
+    set_str(&meta, intern!(py, "namespace"), &e.metadata.namespace)?;
+    set_str(&meta, intern!(py, "resourceVersion"), &e.metadata.resource_version)?;
+    if !e.metadata.annotations.is_empty() {
+        meta.set_item(intern!(py, "annotations"), &e.metadata.annotations)?;
+    }
+    d.set_item(intern!(py, "metadata"), meta)?;
+    d.set_item(intern!(py, "eventTime"), micro_str(e.event_time))?;
+    if let Some(s) = &e.series {
+        let sd = PyDict::new(py);
+        if s.count != 0 {
+            sd.set_item(intern!(py, "count"), s.count)?;
+        }
+        sd.set_item(intern!(py, "lastObservedTime"), micro_str(s.last_observed_time))?;
+        d.set_item(intern!(py, "series"), sd)?;
+    }
+    set_str(&d, intern!(py, "reportingController"), &e.reporting_controller)?;
+    set_str(&d, intern!(py, "reportingInstance"), &e.reporting_instance)?;
+    set_str(&d, intern!(py, "action"), &e.action)?;
+    set_str(&d, intern!(py, "reason"), &e.reason)?;
+    d.set_item(intern!(py, "regarding"), reference_to_py(py, &e.regarding)?)?;
+    if let Some(r) = &e.related {
+        d.set_item(intern!(py, "related"), reference_to_py(py, r)?)?;
+    }
+    set_str(&d, intern!(py, "note"), &e.note)?;
+    set_str(&d, intern!(py, "type"), &e.type_)?;
+    if !e.deprecated_source.component.is_empty() || !e.deprecated_source.host.is_empty() {
+        let source = PyDict::new(py);
+        set_str(&source, intern!(py, "component"), &e.deprecated_source.component)?;
+        set_str(&source, intern!(py, "host"), &e.deprecated_source.host)?;
+        d.set_item(intern!(py, "deprecatedSource"), source)?;
+    }
+    if let Some(t) = e.deprecated_first_timestamp {
+        d.set_item(intern!(py, "deprecatedFirstTimestamp"), t.to_rfc3339())?;
+    }
+    if let Some(t) = e.deprecated_last_timestamp {
+        d.set_item(intern!(py, "deprecatedLastTimestamp"), t.to_rfc3339())?;
+    }
+    if e.deprecated_count != 0 {
+        d.set_item(intern!(py, "deprecatedCount"), e.deprecated_count)?;
+    }
+    Ok(d.into_any())
+}
+
+/// A dict of the events.k8s.io/v1 Event JSON shape.
+pub fn event_v1_from_py(v: &Bound<'_, PyAny>, what: &str) -> PyResult<EventV1> {
+    if !v.is_instance_of::<PyDict>() {
+        return Err(PyTypeError::new_err(format!("{what}: expected a dict, got {}", type_name(v))));
+    }
+    let text: String = v.py().import("json")?.call_method1("dumps", (v,))?.extract()?;
+    serde_json::from_str(&text).map_err(|e| PyValueError::new_err(format!("{what}: not an events.k8s.io/v1 Event: {e}")))
+}
+
+/// A Python sink (`create(event)`, `patch(event, patch_bytes)`, plain or `async def`), called through the
+/// recording pipeline's sink caller: its exception classification, and its loop for async methods.
+struct PySinkV1 {
+    caller: PySink,
+    create: Py<PyAny>,
+    patch: Py<PyAny>,
+}
+
+impl PySinkV1 {
+    fn new(sink: &Bound<'_, PyAny>, turns: Arc<GilTurns>) -> PyResult<Self> {
+        let caller = PySink::new(sink, turns)?;
+        Ok(PySinkV1 { caller, create: sink.getattr("create")?.unbind(), patch: sink.getattr("patch")?.unbind() })
+    }
+
+    fn call(&self, create: bool, event: &EventV1, patch: Option<&[u8]>, answer: bool) -> Result<Option<EventV1>, SinkError> {
+        Python::attach(|py| {
+            let arg = event_v1_to_py(py, event).map_err(|e| SinkError::RequestConstruction(e.to_string()))?;
+            let args = match patch {
+                None => PyTuple::new(py, [arg]),
+                Some(p) => PyTuple::new(py, [arg, PyBytes::new(py, p).into_any()]),
+            }
+            .map_err(|e| SinkError::RequestConstruction(e.to_string()))?;
+            let method = if create { &self.create } else { &self.patch };
+            match self.caller.call(py, method, args) {
+                // An answer that is not an event is taken as "written as sent".
+                Ok(out) if answer && out.is_instance_of::<PyDict>() => Ok(event_v1_from_py(&out, "sink answer").ok()),
+                Ok(_) => Ok(None),
+                Err(e) => {
+                    let e = sink_error(e);
+                    log_failure(py, if create { "create" } else { "patch" }, &e);
+                    Err(e)
+                }
+            }
+        })
+    }
+}
+
+/// The pipeline's classification in `recordEvent`'s terms: 404 and 409 are told apart, other statuses
+/// and errors keep the pipeline's verdict (429 and 5xx retried, other statuses and bad requests not).
+fn sink_error(e: WriteError) -> SinkError {
+    match (e.status, e.verdict) {
+        (Some(404), _) => SinkError::NotFound,
+        (Some(409), _) => SinkError::AlreadyExists,
+        (_, Verdict::Retry) => SinkError::Transient(e.to_string()),
+        (Some(_), Verdict::GiveUp) => SinkError::Rejected(e.to_string()),
+        (None, Verdict::GiveUp) => SinkError::RequestConstruction(e.to_string()),
+    }
+}
+
+fn log_failure(py: Python<'_>, method: &str, e: &SinkError) {
+    let (what, detail) = match e {
+        SinkError::NotFound | SinkError::AlreadyExists => return,
+        SinkError::Transient(m) => ("Unable to write event (may retry after sleeping)", m),
+        SinkError::Rejected(m) | SinkError::RequestConstruction(m) => ("Server rejected event (will not retry!)", m),
+    };
+    let logged = py
+        .import("logging")
+        .and_then(|l| l.call_method1("getLogger", ("kubevents",)))
+        .and_then(|l| l.call_method1("warning", ("%s: %s: %s", what, method, detail)));
+    if let Err(e) = logged {
+        e.write_unraisable(py, None);
+    }
+}
+
+impl SinkV1 for PySinkV1 {
+    fn create(&mut self, event: &EventV1, answer: bool) -> Result<Option<EventV1>, SinkError> {
+        self.call(true, event, None, answer)
+    }
+
+    fn patch(&mut self, event: &EventV1, patch: &[u8], answer: bool) -> Result<Option<EventV1>, SinkError> {
+        self.call(false, event, Some(patch), answer)
+    }
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<EventV1>,
+    started: bool,
+    stopping: bool,
+    finished: bool,
+    /// `wait_idle` calls so far, and the last one the engine thread answered with an idle pass.
+    kicks: u64,
+    idle_for: u64,
+    dropped: u64,
+    truncated: u64,
+    /// A clock that failed on the engine thread, as text.
+    last_error: Option<String>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+    idle: Condvar,
+    engine: Mutex<SeriesEngine>,
+    /// The clock can be waited on with real timeouts.
+    real_clock: bool,
+    turns: Arc<GilTurns>,
+    worker: Mutex<Option<ThreadId>>,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn engine(&self) -> MutexGuard<'_, SeriesEngine> {
+        self.engine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn on_worker(&self) -> bool {
+        *self.worker.lock().unwrap_or_else(|p| p.into_inner()) == Some(std::thread::current().id())
+    }
+
+    fn run(&self, mut sink: PySinkV1) {
+        loop {
+            let (batch, kick, stopping) = {
+                let mut st = self.state();
+                loop {
+                    if !st.queue.is_empty() || st.stopping || st.kicks > st.idle_for {
+                        break;
+                    }
+                    let wait = match self.until_due() {
+                        Ok(None) => break,
+                        Ok(Some(d)) => d,
+                        Err(e) => {
+                            st.last_error = Some(e.to_string());
+                            POLL
+                        }
+                    };
+                    st = self.wake.wait_timeout(st, wait).unwrap_or_else(|p| p.into_inner()).0;
+                }
+                // Woken by a few events with nobody waiting on this thread: linger once for a fuller batch,
+                // rather than wake for every event (recorder calls only wake it for the first).
+                if st.queue.len() < LINGER_BATCH && !st.stopping && st.kicks <= st.idle_for {
+                    st = self.wake.wait_timeout(st, LINGER).unwrap_or_else(|p| p.into_inner()).0;
+                }
+                (std::mem::take(&mut st.queue), st.kicks, st.stopping)
+            };
+            let mut engine = self.engine();
+            // What is due goes first, so that the rounds at start run before any event is cached.
+            if let Err(e) = engine.run_due(&mut sink) {
+                self.state().last_error = Some(e.to_string());
+            }
+            // Deciding needs no GIL; the writes take it once per chunk rather than once per sink call
+            // (taking the GIL from a busy Python thread can cost a switch interval each time), in chunks short
+            // enough not to starve that thread. This thread does not ask recorder calls to give way at once:
+            // they do when the queue is half full, and until then the events pile up into larger batches.
+            let mut writes = Vec::new();
+            for event in batch {
+                match engine.decide(event) {
+                    Ok(w) => writes.extend(w),
+                    Err(e) => self.state().last_error = Some(e.to_string()),
+                }
+            }
+            let mut writes = writes.into_iter().peekable();
+            while writes.peek().is_some() {
+                Python::attach(|_| {
+                    for event in writes.by_ref().take(GIL_CHUNK) {
+                        if let Err(e) = engine.write(event, &mut sink) {
+                            self.state().last_error = Some(e.to_string());
+                        }
+                    }
+                });
+            }
+            if stopping {
+                let rest = std::mem::take(&mut self.state().queue);
+                for event in rest {
+                    let _ = engine.observe(event, &mut sink);
+                }
+                engine.shutdown(&mut sink);
+                drop(engine);
+                let mut st = self.state();
+                st.finished = true;
+                st.idle_for = st.kicks;
+                self.idle.notify_all();
+                break;
+            }
+            drop(engine);
+            let mut st = self.state();
+            if st.queue.is_empty() {
+                st.idle_for = st.idle_for.max(kick);
+                self.idle.notify_all();
+            }
+        }
+        // The sink object is dropped with the GIL held.
+        Python::attach(|_| drop(sink));
+    }
+
+    /// How long until something is due: `None` if it is due now.
+    fn until_due(&self) -> Result<Option<Duration>, Error> {
+        let engine = self.engine();
+        let due = engine.next_due();
+        let now = engine.clock().now()?;
+        if due <= now {
+            return Ok(None);
+        }
+        if self.real_clock {
+            Ok(Some(Duration::from_nanos(due.since(now) as u64).min(Duration::from_secs(1))))
+        } else {
+            Ok(Some(POLL))
+        }
+    }
+}
+
+/// The events.k8s.io/v1 recording engine behind `kubevents.EventsBroadcaster`: a series cache, its
+/// timers and retries, run on a thread of its own against a sink.
+#[pyclass(module = "kubevents._native", name = "EventsV1Engine", frozen)]
+pub struct PyEventsV1Engine {
+    shared: Arc<Shared>,
+    /// The engine's clock, read here too so that making an event never waits for a sink call.
+    clock: Arc<dyn Clock>,
+    sink: Mutex<Option<Py<PyAny>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[pymethods]
+impl PyEventsV1Engine {
+    #[new]
+    #[pyo3(signature = (sink, *, clock=None, sleep_duration=None, max_tries=12,
+                        cache_size=4096, seed=None))]
+    fn new(
+        sink: &Bound<'_, PyAny>,
+        clock: Option<&Bound<'_, PyAny>>,
+        sleep_duration: Option<&Bound<'_, PyAny>>,
+        max_tries: i64,
+        cache_size: i64,
+        seed: Option<u64>,
+    ) -> PyResult<Self> {
+        for method in ["create", "patch"] {
+            if !sink.getattr_opt(method)?.is_some_and(|m| m.is_callable()) {
+                return Err(PyTypeError::new_err(format!(
+                    "sink: a {} has no {method}() method; a sink needs create(event) and patch(event, patch)",
+                    type_name(sink)
+                )));
+            }
+        }
+        let real_clock = clock.is_none_or(|c| c.is_none() || c.cast::<PyRealClock>().is_ok());
+        let clock = clock_arg(clock)?;
+        let engine_clock = clock.clone();
+        let mut options = EngineOptions { seed, ..EngineOptions::default() };
+        if let Some(d) = sleep_duration {
+            options.sleep_duration = to_duration(d, "sleep_duration")?;
+        }
+        options.max_tries = u32::try_from(max_tries)
+            .ok()
+            .filter(|&n| n >= 1)
+            .ok_or_else(|| PyValueError::new_err(format!("max_tries must be >= 1, got {max_tries}")))?;
+        options.cache_size = usize::try_from(cache_size)
+            .ok()
+            .and_then(NonZeroUsize::new)
+            .ok_or_else(|| PyValueError::new_err(format!("cache_size must be >= 1, got {cache_size}")))?;
+        let engine = SeriesEngine::new(engine_clock, options)?;
+        Ok(PyEventsV1Engine {
+            clock,
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                wake: Condvar::new(),
+                idle: Condvar::new(),
+                engine: Mutex::new(engine),
+                real_clock,
+                turns: Arc::new(GilTurns::default()),
+                worker: Mutex::new(None),
+            }),
+            sink: Mutex::new(Some(sink.clone().unbind())),
+            thread: Mutex::new(None),
+        })
+    }
+
+    /// Makes the event of one occurrence at the clock's present (name, namespace and `eventTime` as
+    /// client-go's `makeEvent`, a note over 1024 bytes cut) and hands it to the engine thread if it is
+    /// recording. Returns the event as a dict when `want_event` is true, else None.
+    #[pyo3(signature = (regarding, related, annotations, r#type, reason, action, note, reporting_controller,
+                        reporting_instance, want_event=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn record<'py>(
+        &self,
+        py: Python<'py>,
+        regarding: &Bound<'py, PyAny>,
+        related: Option<&Bound<'py, PyAny>>,
+        annotations: Option<BTreeMap<String, String>>,
+        r#type: &str,
+        reason: &str,
+        action: &str,
+        note: &str,
+        reporting_controller: &str,
+        reporting_instance: &str,
+        want_event: bool,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let regarding = reference_of(regarding, None).map_err(|e| prefixed(py, "regarding", e))?;
+        let related: Option<ObjectReference> = related
+            .filter(|r| !r.is_none())
+            .map(|r| reference_of(r, None).map_err(|e| prefixed(py, "related", e)))
+            .transpose()?;
+        let now: Time = self.clock.now()?;
+        let input = EventV1Input {
+            regarding: &regarding,
+            related: related.as_ref(),
+            annotations: annotations.as_ref().filter(|a| !a.is_empty()),
+            type_: r#type,
+            reason,
+            action,
+            note,
+            reporting_controller,
+            reporting_instance,
+        };
+        let (event, truncated) = make_event_v1(&input, now, &mut UuidSource::Random);
+        let out = if want_event { Some(event_v1_to_py(py, &event)?) } else { None };
+        let mut st = self.shared.state();
+        st.truncated += u64::from(truncated);
+        if st.started && !st.stopping {
+            if st.queue.len() >= MAX_QUEUED_EVENTS {
+                st.dropped += 1;
+            } else {
+                // The engine thread takes the whole queue at once, so only the first event needs to wake it.
+                if st.queue.is_empty() {
+                    self.shared.wake.notify_one();
+                }
+                st.queue.push_back(event);
+            }
+        } else if st.stopping {
+            st.dropped += 1;
+        }
+        // Behind: the engine thread has half a queue to catch up on.
+        let behind = st.queue.len() >= MAX_QUEUED_EVENTS / 2;
+        drop(st);
+        self.shared.turns.give_way(py, behind);
+        Ok(out)
+    }
+
+    /// Starts the engine thread: events recorded from now on reach the sink.
+    fn start(&self, py: Python<'_>) -> PyResult<()> {
+        let mut st = self.shared.state();
+        if st.started || st.stopping {
+            return Err(PyRuntimeError::new_err(if st.stopping {
+                "the broadcaster is shut down"
+            } else {
+                "the broadcaster is already recording to its sink"
+            }));
+        }
+        let mut slot = self.sink.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(obj) = slot.as_ref() else { return Err(PyRuntimeError::new_err("the broadcaster is shut down")) };
+        // Made here, so that an async sink runs on the loop running now.
+        let sink = PySinkV1::new(obj.bind(py), self.shared.turns.clone())?;
+        slot.take();
+        drop(slot);
+        st.started = true;
+        drop(st);
+        let shared = self.shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("kubevents-events-v1".into())
+            .spawn(move || {
+                *shared.worker.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::thread::current().id());
+                shared.run(sink)
+            })
+            .map_err(|e| PyRuntimeError::new_err(format!("cannot start the engine thread: {e}")))?;
+        *self.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+        Ok(())
+    }
+
+    /// Waits until the engine thread has handled every queued event and everything due at the clock's
+    /// present (retries, rounds). Returns False if `timeout` (seconds) ran out first.
+    #[pyo3(signature = (timeout=None))]
+    fn wait_idle(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        let deadline = deadline_of(timeout)?;
+        if self.shared.on_worker() {
+            return Err(PyRuntimeError::new_err("wait_idle called from the sink, on the engine thread"));
+        }
+        let shared = self.shared.clone();
+        Ok(py.detach(move || {
+            let mut st = shared.state();
+            if !st.started || st.finished {
+                return true;
+            }
+            st.kicks += 1;
+            let kick = st.kicks;
+            shared.wake.notify_all();
+            while st.idle_for < kick && !st.finished {
+                st = match deadline {
+                    None => shared.idle.wait(st).unwrap_or_else(|p| p.into_inner()),
+                    Some(d) => {
+                        let left = d.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            return false;
+                        }
+                        shared.idle.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0
+                    }
+                };
+            }
+            true
+        }))
+    }
+
+    /// Stops taking events, records the queued ones, gives every pending retry one last attempt and writes
+    /// the final count of every live series, then ends the engine thread. Returns False if `timeout`
+    /// (seconds) ran out first; the thread then finishes in the background.
+    #[pyo3(signature = (timeout=None))]
+    fn shutdown(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        let deadline = deadline_of(timeout)?;
+        if self.shared.on_worker() {
+            return Err(PyRuntimeError::new_err("shutdown called from the sink, on the engine thread"));
+        }
+        {
+            let mut st = self.shared.state();
+            st.stopping = true;
+            if !st.started {
+                st.finished = true;
+            }
+            self.shared.wake.notify_all();
+        }
+        // A sink never started is released here.
+        drop(self.sink.lock().unwrap_or_else(|p| p.into_inner()).take());
+        let shared = self.shared.clone();
+        let finished = py.detach(move || {
+            let mut st = shared.state();
+            while !st.finished {
+                st = match deadline {
+                    None => shared.idle.wait(st).unwrap_or_else(|p| p.into_inner()),
+                    Some(d) => {
+                        let left = d.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            return false;
+                        }
+                        shared.idle.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0
+                    }
+                };
+            }
+            true
+        });
+        if finished {
+            if let Some(h) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                py.detach(|| h.join()).map_err(|_| PyRuntimeError::new_err("the engine thread failed"))?;
+            }
+        }
+        Ok(finished)
+    }
+
+    /// Counters: what the series cache decided, what the sink did, what was dropped.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        // Without the GIL: the engine thread may hold the engine while an async sink call waits for it.
+        let s = py.detach(|| self.shared.engine().stats());
+        let st = self.shared.state();
+        let d = PyDict::new(py);
+        let c = s.cache;
+        for (k, v) in [
+            ("observed", c.observed),
+            ("created", c.created),
+            ("series_started", c.series_started),
+            ("counted", c.counted),
+            ("refresh_writes", c.refresh_writes),
+            ("finish_writes", c.finish_writes),
+            ("forgotten", c.forgotten),
+            ("evicted", c.evicted),
+            ("evicted_writes", c.evicted_writes),
+            ("shutdown_writes", c.shutdown_writes),
+            ("writes_ok", s.writes_ok),
+            ("write_errors", s.write_errors),
+            ("retries", s.retries),
+            ("abandoned", s.abandoned),
+            ("finish_rounds", s.finish_rounds),
+            ("refresh_rounds", s.refresh_rounds),
+            ("pending_retries", s.pending_retries),
+            ("cache_len", s.cache_len),
+            ("queued", st.queue.len() as u64),
+            ("dropped", st.dropped),
+            ("truncated_notes", st.truncated),
+        ] {
+            d.set_item(k, v)?;
+        }
+        d.set_item("last_error", st.last_error.clone())?;
+        Ok(d)
+    }
+}
+
+/// The reference builder's error, naming the argument instead of `obj`.
+fn prefixed(py: Python<'_>, what: &str, e: PyErr) -> PyErr {
+    let msg = e.value(py).to_string();
+    let msg = format!("{what}: {}", msg.strip_prefix("obj: ").unwrap_or(&msg));
+    if e.is_instance_of::<PyTypeError>(py) {
+        PyTypeError::new_err(msg)
+    } else if e.is_instance_of::<PyValueError>(py) {
+        PyValueError::new_err(msg)
+    } else {
+        e
+    }
+}
+
+fn deadline_of(timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Instant>> {
+    let Some(t) = timeout.filter(|t| !t.is_none()) else { return Ok(None) };
+    let ns = to_duration(t, "timeout")?;
+    if ns < 0 {
+        return Err(PyValueError::new_err("timeout must be >= 0"));
+    }
+    Ok(Some(Instant::now() + Duration::from_nanos(ns as u64)))
+}
+
+/// `note` cut to the API server's 1024-byte limit at a UTF-8 boundary with a `" ..."` suffix, or unchanged.
+#[pyfunction]
+pub fn truncate_note(note: &str) -> String {
+    crate::series::truncate_note(note).unwrap_or_else(|| note.to_owned())
+}
+
+/// The strategic merge patch kubevents sends for a series: `{"series":{"count":…,"lastObservedTime":…}}`.
+#[pyfunction]
+pub fn series_patch<'py>(py: Python<'py>, event: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    let e = event_v1_from_py(event, "event")?;
+    Ok(PyBytes::new(py, &crate::series::series_patch(&e)))
+}

@@ -1,0 +1,247 @@
+//! The recording side of an events.k8s.io/v1 broadcaster, single-threaded and driven by its clock: the
+//! series cache, the `finishSeries`/`refreshExistingEventSeries` timers and the retry schedule of
+//! `attemptRecording`. Whoever owns it feeds it events and calls `run_due` when `next_due` has come.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use super::cache::{Attempt, CacheStats, SeriesCache, Write};
+use super::event::EventV1;
+use super::record::{jitter, record_event, Recorded, SinkV1};
+use super::{DEFAULT_CACHE_SIZE, DEFAULT_SLEEP_DURATION, FINISH_TIME, MAX_TRIES_PER_EVENT, REFRESH_TIME};
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::time::Time;
+
+#[derive(Clone, Copy, Debug)]
+pub struct EngineOptions {
+    /// The base retry sleep in nanoseconds; each sleep is jittered up to +25 %.
+    pub sleep_duration: i64,
+    /// Attempts per event, the first included.
+    pub max_tries: u32,
+    pub cache_size: NonZeroUsize,
+    /// Seeds the jitter; `None` draws the seed from the OS.
+    pub seed: Option<u64>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            sleep_duration: DEFAULT_SLEEP_DURATION,
+            max_tries: MAX_TRIES_PER_EVENT,
+            cache_size: NonZeroUsize::new(DEFAULT_CACHE_SIZE).unwrap_or(NonZeroUsize::MIN),
+            seed: None,
+        }
+    }
+}
+
+impl EngineOptions {
+    pub fn checked(self) -> Result<Self> {
+        if self.sleep_duration < 0 {
+            return Err(Error::Option(format!("sleep_duration must be >= 0, got {} ns", self.sleep_duration)));
+        }
+        if self.max_tries == 0 {
+            return Err(Error::Option("max_tries must be >= 1".into()));
+        }
+        Ok(self)
+    }
+}
+
+/// What the engine has done, besides the cache's decisions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    pub cache: CacheStats,
+    /// Writes that succeeded and that failed; failures scheduled again, and events given up.
+    pub writes_ok: u64,
+    pub write_errors: u64,
+    pub retries: u64,
+    pub abandoned: u64,
+    pub finish_rounds: u64,
+    pub refresh_rounds: u64,
+    /// Events still waiting for a retry.
+    pub pending_retries: u64,
+    pub cache_len: u64,
+}
+
+struct Pending {
+    event: EventV1,
+    tries: u32,
+}
+
+pub struct SeriesEngine {
+    cache: SeriesCache,
+    clock: Arc<dyn Clock>,
+    options: EngineOptions,
+    next_finish: Time,
+    next_refresh: Time,
+    retry_at: BinaryHeap<Reverse<(Time, u64)>>,
+    pending: HashMap<u64, Pending>,
+    seq: u64,
+    rng: SmallRng,
+    stats: EngineStats,
+}
+
+impl SeriesEngine {
+    /// An engine whose rounds are due at once (`wait.Until` runs its function before the first period).
+    pub fn new(clock: Arc<dyn Clock>, options: EngineOptions) -> Result<Self> {
+        let options = options.checked()?;
+        let now = clock.now()?;
+        let rng = match options.seed {
+            Some(s) => SmallRng::seed_from_u64(s),
+            None => SmallRng::from_os_rng(),
+        };
+        Ok(SeriesEngine {
+            cache: SeriesCache::new(options.cache_size),
+            clock,
+            options,
+            next_finish: now,
+            next_refresh: now,
+            retry_at: BinaryHeap::new(),
+            pending: HashMap::new(),
+            seq: 0,
+            rng,
+            stats: EngineStats::default(),
+        })
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        EngineStats {
+            cache: self.cache.stats(),
+            pending_retries: self.pending.len() as u64,
+            cache_len: self.cache.len() as u64,
+            ..self.stats
+        }
+    }
+
+    /// The earliest instant something is due: a retry or a round.
+    pub fn next_due(&self) -> Time {
+        let rounds = self.next_finish.min(self.next_refresh);
+        self.retry_at.peek().map_or(rounds, |Reverse((t, _))| rounds.min(*t))
+    }
+
+    /// One occurrence (`recordToSink`): the writes it needs are attempted now. The occurrence is dated by
+    /// its `eventTime` (client-go reads its clock when the goroutine gets to it), the clock's present when
+    /// it has none.
+    pub fn observe(&mut self, event: EventV1, sink: &mut dyn SinkV1) -> Result<()> {
+        for e in self.decide(event)? {
+            self.write(e, sink)?;
+        }
+        Ok(())
+    }
+
+    /// `observe` without the writes: the events to write, in order, each to be passed to `write`.
+    pub fn decide(&mut self, event: EventV1) -> Result<Vec<EventV1>> {
+        let now = match event.event_time {
+            Some(t) => t,
+            None => self.clock.now()?,
+        };
+        let (write, evicted) = self.cache.observe(event, now);
+        Ok(evicted.into_iter().chain(write).map(|w| w.event).collect())
+    }
+
+    /// The first attempt at a write `decide` asked for.
+    pub fn write(&mut self, event: EventV1, sink: &mut dyn SinkV1) -> Result<()> {
+        self.attempt(event, 0, sink)
+    }
+
+    /// One `recordEvent`, counted.
+    fn record(&mut self, sink: &mut dyn SinkV1, event: &EventV1) -> Recorded {
+        let r = record_event(sink, event, false);
+        if r.error.is_some() {
+            self.stats.write_errors += 1;
+        } else {
+            self.stats.writes_ok += 1;
+        }
+        r
+    }
+
+    /// `attemptRecording` without blocking: a retryable failure is scheduled a jittered sleep later.
+    fn attempt(&mut self, event: EventV1, tries_before: u32, sink: &mut dyn SinkV1) -> Result<()> {
+        if !self.record(sink, &event).retry {
+            return Ok(());
+        }
+        let tries = tries_before + 1;
+        if tries >= self.options.max_tries {
+            self.stats.abandoned += 1;
+            return Ok(());
+        }
+        self.stats.retries += 1;
+        let unit: f64 = self.rng.random();
+        let at = self.clock.now()?.add_nanos(jitter(self.options.sleep_duration, unit));
+        self.seq += 1;
+        self.retry_at.push(Reverse((at, self.seq)));
+        self.pending.insert(self.seq, Pending { event, tries });
+        Ok(())
+    }
+
+    /// Runs whatever is due at the clock's present: retries first, then `finishSeries`, then
+    /// `refreshExistingEventSeries`. A round's next run is one period after it ended.
+    pub fn run_due(&mut self, sink: &mut dyn SinkV1) -> Result<()> {
+        let now = self.clock.now()?;
+        while let Some(&Reverse((at, id))) = self.retry_at.peek() {
+            if at > now {
+                break;
+            }
+            self.retry_at.pop();
+            if let Some(p) = self.pending.remove(&id) {
+                self.attempt(p.event, p.tries, sink)?;
+            }
+        }
+        if self.next_finish <= now {
+            self.stats.finish_rounds += 1;
+            let mut stats = self.stats;
+            self.cache.finish_round(now, |w| one_attempt(&mut stats, sink, &w, false));
+            self.stats = stats;
+            self.next_finish = self.clock.now()?.add_nanos(FINISH_TIME);
+        }
+        if self.next_refresh <= now {
+            self.stats.refresh_rounds += 1;
+            let mut stats = self.stats;
+            self.cache.refresh_round(|w| one_attempt(&mut stats, sink, &w, true));
+            self.stats = stats;
+            self.next_refresh = self.clock.now()?.add_nanos(REFRESH_TIME);
+        }
+        Ok(())
+    }
+
+    /// Shutdown: one last attempt for every event waiting for a retry, then one write of every live series
+    /// whose count the server has not seen; returns how many series were written. The cache is empty
+    /// afterwards.
+    pub fn shutdown(&mut self, sink: &mut dyn SinkV1) -> usize {
+        let mut pending: Vec<_> = self.pending.drain().collect();
+        pending.sort_by_key(|(id, _)| *id);
+        self.retry_at.clear();
+        for (_, p) in pending {
+            if self.record(sink, &p.event).retry {
+                self.stats.abandoned += 1;
+            }
+        }
+        let series = self.cache.drain();
+        for w in &series {
+            if self.record(sink, &w.event).retry {
+                self.stats.abandoned += 1;
+            }
+        }
+        series.len()
+    }
+}
+
+/// A round's single attempt at one write (no retry loop, as in client-go's rounds).
+fn one_attempt(stats: &mut EngineStats, sink: &mut dyn SinkV1, w: &Write, answer: bool) -> Attempt {
+    let r = record_event(sink, &w.event, answer);
+    if r.error.is_some() {
+        stats.write_errors += 1;
+    } else {
+        stats.writes_ok += 1;
+    }
+    (r.answer, r.retry)
+}
