@@ -14,3 +14,6 @@ pub mod time;
 
 #[cfg(feature = "python")]
 mod py;
+
+// --- PLEG (the kubelet's pod lifecycle event generator and pod status cache) ---
+pub mod pleg;
