@@ -5,6 +5,8 @@ mod convert;
 mod correlator;
 mod errors;
 mod sim;
+// --- PLEG ---
+mod pleg;
 
 use pyo3::prelude::*;
 
@@ -20,5 +22,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(correlator::make_event, m)?)?;
     m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
     m.add("DEFAULT_QPS", f64::from(crate::correlator::DEFAULT_QPS))?;
+    // --- PLEG ---
+    pleg::register(m)?;
     Ok(())
 }
