@@ -180,6 +180,7 @@ def test_fall_back_to_generic_relisting_after_stream_failures():
         assert generic.running
         # One forced relist per failure, on top of the loop's.
         assert generic.stats()["relists"] >= 5
+        wait_for(lambda: generic.next_relist_at is not None, "the restarted loop to wait")
         before = generic.stats()["relists"]
         clock.step(1)
         wait_for(lambda: generic.stats()["relists"] > before, "a relist at the 1 s period")

@@ -177,6 +177,7 @@ pub struct GenericPleg<R: Runtime> {
     evented_in_use: AtomicBool,
     worker: Mutex<Option<(Arc<Stop>, JoinHandle<()>)>>,
     last_error: Mutex<Option<String>>,
+    next_relist: Mutex<Option<Time>>,
 }
 
 impl<R: Runtime> GenericPleg<R> {
@@ -212,6 +213,7 @@ impl<R: Runtime> GenericPleg<R> {
             evented_in_use: AtomicBool::new(false),
             worker: Mutex::new(None),
             last_error: Mutex::new(None),
+            next_relist: Mutex::new(None),
         })
     }
 
@@ -658,11 +660,21 @@ impl<R: Runtime> GenericPleg<R> {
                 *lock(&me.last_error) = Some(e.to_string());
             }
             let Ok(now) = me.clock.now() else { return };
-            if !s.wait_until(me.clock.as_ref(), now.add_nanos(me.duration().period), me.options.virtual_time) {
+            let due = now.add_nanos(me.duration().period);
+            *lock(&me.next_relist) = Some(due);
+            let go_on = s.wait_until(me.clock.as_ref(), due, me.options.virtual_time);
+            *lock(&me.next_relist) = None;
+            if !go_on {
                 return;
             }
         });
         *worker = Some((stop, handle));
+    }
+
+    /// When the loop's next relist is due on the clock; None while it is relisting or not running. A test
+    /// on a fake clock waits for this before stepping the clock.
+    pub fn next_relist_at(&self) -> Option<Time> {
+        *lock(&self.next_relist)
     }
 
     /// `Stop`: ends the loop and waits for a relist in progress to finish.

@@ -200,7 +200,13 @@ fn loop_follows_the_fake_clock() {
         panic!("no relist {n}");
     };
     wait_for(1);
-    std::thread::sleep(Duration::from_millis(5));
+    for _ in 0..5000 {
+        if pleg.next_relist_at().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(pleg.next_relist_at(), Some(Time(1_000_000_000)));
     assert_eq!(pleg.stats().relists, 1);
     clock.step(1_000_000_000);
     wait_for(2);

@@ -901,6 +901,13 @@ impl PyGenericPLEG {
         self.inner.running()
     }
 
+    /// When the loop's next relist is due on the clock; None while it relists or is stopped. On a fake
+    /// clock, wait for this to be set before stepping the clock past it.
+    #[getter]
+    fn next_relist_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, pyo3::types::PyDateTime>>> {
+        self.inner.next_relist_at().map(|t| to_datetime(py, t)).transpose()
+    }
+
     /// `(True, None)`, or `(False, message)` with the kubelet's message.
     fn healthy(&self, py: Python<'_>) -> (bool, Option<String>) {
         let pleg = self.inner.clone();
