@@ -147,7 +147,7 @@ impl<R: Runtime> EventedPleg<R> {
             events_rejected: g(&c.rejected),
             events_sent: g(&c.sent),
             stream_failures: g(&c.failures),
-            fell_back: g(&c.fell_back) > 0,
+            fell_back: c.fell_back.load(Ordering::Acquire) > 0,
         }
     }
 
@@ -294,12 +294,13 @@ impl<R: Runtime> EventedPleg<R> {
 
     fn fall_back(&self) {
         self.stop();
-        self.counters.fell_back.store(1, Ordering::Relaxed);
         let was_running = self.generic.running();
         self.generic.stop();
         self.generic.update(self.options.fallback);
         if was_running {
             self.generic.start();
         }
+        // Last, so whoever sees the flag sees the generic PLEG restarted.
+        self.counters.fell_back.store(1, Ordering::Release);
     }
 }
