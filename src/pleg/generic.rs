@@ -50,7 +50,7 @@ pub trait Runtime: Send + Sync + 'static {
     type Status: StatusView;
     type Error: Clone + Send + Sync + 'static;
     /// `GetPods(ctx, all=true)`. An error means nothing changes in this relist.
-    fn get_pods(&self) -> Result<Vec<Pod>, Error>;
+    fn get_pods(&self) -> Result<Vec<Arc<Pod>>, Error>;
     /// `GetPodStatus`.
     fn get_pod_status(&self, pod: &Pod) -> Inspection<Self::Status, Self::Error>;
     /// The error stored for a pod whose inspection was given up on.
@@ -142,7 +142,7 @@ struct RelistState {
 /// A pod the relist has to inspect (or delete from the cache when `pod` is None).
 struct Work<S> {
     pid: String,
-    pod: Option<Pod>,
+    pod: Option<Arc<Pod>>,
     events: Vec<PodLifecycleEvent>,
     conditions: Vec<(String, u32, Condition<S>)>,
 }
@@ -350,11 +350,15 @@ impl<R: Runtime> GenericPleg<R> {
             let conditions = lock(&self.conditions);
             let mut events = Vec::new();
             for (pid, rec) in st.records.iter() {
-                diff_into(rec.old.as_ref(), rec.current.as_ref(), &mut events);
-                let conds: Vec<_> = conditions
-                    .get(pid)
-                    .map(|m| m.iter().map(|(k, v)| (k.clone(), v.version, v.cond.clone())).collect())
-                    .unwrap_or_default();
+                diff_into(rec.old.as_deref(), rec.current.as_deref(), &mut events);
+                let conds: Vec<_> = if conditions.is_empty() {
+                    Vec::new()
+                } else {
+                    conditions
+                        .get(pid)
+                        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.version, v.cond.clone())).collect())
+                        .unwrap_or_default()
+                };
                 let again = reinspect.contains(pid);
                 if events.is_empty() && conds.is_empty() && !again {
                     continue;
@@ -370,6 +374,8 @@ impl<R: Runtime> GenericPleg<R> {
                 });
             }
         }
+        // Go walks its map in random order; pod UID order makes the event order reproducible.
+        work.sort_unstable_by(|a, b| a.pid.cmp(&b.pid));
 
         let mut needs_reinspection = BTreeSet::new();
         let mut deferred = None;
@@ -390,7 +396,7 @@ impl<R: Runtime> GenericPleg<R> {
         deferred.map_or(Ok(()), Err)
     }
 
-    fn count_running(&self, pods: &[Pod]) {
+    fn count_running(&self, pods: &[Arc<Pod>]) {
         let mut by_state = [0u64; 4];
         let mut running_pods = 0;
         for p in pods {
@@ -425,13 +431,13 @@ impl<R: Runtime> GenericPleg<R> {
             Done(usize, Inspected<S, E>),
         }
         let mut results: Vec<Option<Inspected<R::Status, R::Error>>> = work.iter().map(|_| None).collect();
-        let jobs: VecDeque<(usize, Pod)> =
+        let jobs: VecDeque<(usize, Arc<Pod>)> =
             work.iter().enumerate().filter_map(|(i, w)| w.pod.clone().map(|p| (i, p))).collect();
         let total = jobs.len();
         if total == 0 {
             return results;
         }
-        let pods: Vec<Option<Pod>> = work.iter().map(|w| w.pod.clone()).collect();
+        let pods: Vec<Option<Arc<Pod>>> = work.iter().map(|w| w.pod.clone()).collect();
         let queue = Arc::new(Mutex::new(jobs));
         let (tx, rx) = mpsc::channel::<Msg<R::Status, R::Error>>();
         let spawn = |tx: mpsc::Sender<Msg<R::Status, R::Error>>| {
@@ -515,7 +521,7 @@ impl<R: Runtime> GenericPleg<R> {
         needs_reinspection: &mut BTreeSet<String>,
         deferred: &mut Option<Error>,
     ) {
-        let (status, updated, failed) = match (w.pod.as_ref(), inspected) {
+        let (status, updated, failed) = match (w.pod.as_deref(), inspected) {
             // The pod is gone from the listing: it has no visible containers left.
             (None, _) => {
                 self.cache.delete(&w.pid);

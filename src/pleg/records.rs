@@ -1,18 +1,22 @@
-//! `podRecords`: per pod, the last committed listing (`old`) and this relist's (`current`). Kept sorted by
-//! pod UID so a relist handles pods, and emits their events, in a deterministic order (Go iterates a map).
+//! `podRecords`: per pod, the last committed listing (`old`) and this relist's (`current`). Listings are
+//! shared (`Arc`), so a relist of an unchanged node copies no pod.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use foldhash::fast::RandomState;
+use hashbrown::HashMap;
 
 use super::pod::Pod;
 
 #[derive(Debug, Default)]
 pub struct PodRecord {
-    pub old: Option<Pod>,
-    pub current: Option<Pod>,
+    pub old: Option<Arc<Pod>>,
+    pub current: Option<Arc<Pod>>,
 }
 
+/// Unordered, like Go's map; the relist sorts the pods it acts on.
 #[derive(Debug, Default)]
-pub struct PodRecords(BTreeMap<String, PodRecord>);
+pub struct PodRecords(HashMap<String, PodRecord, RandomState>);
 
 impl PodRecords {
     pub fn get(&self, id: &str) -> Option<&PodRecord> {
@@ -20,11 +24,11 @@ impl PodRecords {
     }
 
     pub fn get_old(&self, id: &str) -> Option<&Pod> {
-        self.0.get(id).and_then(|r| r.old.as_ref())
+        self.0.get(id).and_then(|r| r.old.as_deref())
     }
 
     pub fn get_current(&self, id: &str) -> Option<&Pod> {
-        self.0.get(id).and_then(|r| r.current.as_ref())
+        self.0.get(id).and_then(|r| r.current.as_deref())
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&String, &PodRecord)> {
@@ -40,7 +44,7 @@ impl PodRecords {
     }
 
     /// `setCurrent`: every record's current is cleared, then set from the listing (new pods get a record).
-    pub fn set_current(&mut self, pods: Vec<Pod>) {
+    pub fn set_current(&mut self, pods: Vec<Arc<Pod>>) {
         for r in self.0.values_mut() {
             r.current = None;
         }
@@ -70,15 +74,15 @@ impl PodRecords {
 mod tests {
     use super::*;
 
-    fn pod(id: &str) -> Pod {
-        Pod { id: id.into(), ..Pod::default() }
+    fn pod(id: &str) -> Arc<Pod> {
+        Arc::new(Pod { id: id.into(), ..Pod::default() })
     }
 
     #[test]
     fn set_current_and_update() {
         let mut r = PodRecords::default();
         r.set_current(vec![pod("b"), pod("a")]);
-        assert_eq!(r.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(r.len(), 2);
         r.update("a");
         assert!(r.get_old("a").is_some() && r.get_current("a").is_none());
         r.set_current(vec![pod("b")]);

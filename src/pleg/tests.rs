@@ -31,11 +31,11 @@ struct Fake {
 impl Runtime for Arc<Fake> {
     type Status = BasicStatus;
     type Error = String;
-    fn get_pods(&self) -> Result<Vec<Pod>, Error> {
+    fn get_pods(&self) -> Result<Vec<Arc<Pod>>, Error> {
         if self.fail_list.load(Ordering::Relaxed) {
             return Err(Error::Clock("runtime down".into()));
         }
-        Ok(self.pods.lock().unwrap().clone())
+        Ok(self.pods.lock().unwrap().iter().cloned().map(Arc::new).collect())
     }
     fn get_pod_status(&self, pod: &Pod) -> Inspection<BasicStatus, String> {
         while self.hang.lock().unwrap().contains(&pod.id) && !self.release.load(Ordering::Relaxed) {

@@ -107,7 +107,7 @@ pub fn pod_from_py(v: &Bound<'_, PyAny>, path: &str) -> PyResult<Pod> {
         });
     }
     if let Ok(p) = v.cast::<PyPod>() {
-        return Ok(p.get().0.clone());
+        return Ok(Pod::clone(&p.get().0));
     }
     let d = v.cast::<PyDict>().map_err(|_| {
         PyTypeError::new_err(format!("{path}: expected a pod dict or tuple, got {}", type_name(v)))
@@ -125,12 +125,20 @@ pub fn pod_from_py(v: &Bound<'_, PyAny>, path: &str) -> PyResult<Pod> {
     })
 }
 
-fn pods_from_py(v: &Bound<'_, PyAny>) -> PyResult<Vec<Pod>> {
+/// A pod shared as is when it is a `Pod` already.
+fn shared_pod(v: &Bound<'_, PyAny>, path: &str) -> PyResult<Arc<Pod>> {
+    match v.cast::<PyPod>() {
+        Ok(p) => Ok(p.get().0.clone()),
+        Err(_) => pod_from_py(v, path).map(Arc::new),
+    }
+}
+
+fn pods_from_py(v: &Bound<'_, PyAny>) -> PyResult<Vec<Arc<Pod>>> {
     if let Ok(l) = v.cast::<PyPodList>() {
         return Ok(l.get().pods.clone());
     }
     if let Ok(l) = v.cast::<PyList>() {
-        return l.iter().enumerate().map(|(i, p)| pod_from_py(&p, &format!("pods[{i}]"))).collect();
+        return l.iter().enumerate().map(|(i, p)| shared_pod(&p, &format!("pods[{i}]"))).collect();
     }
     if v.is_instance_of::<PyString>() || v.is_instance_of::<PyDict>() {
         return Err(PyTypeError::new_err(format!("get_pods(): expected a list of pods or a PodList, got {}", type_name(v))));
@@ -138,7 +146,7 @@ fn pods_from_py(v: &Bound<'_, PyAny>) -> PyResult<Vec<Pod>> {
     let it = v
         .try_iter()
         .map_err(|_| PyTypeError::new_err(format!("get_pods(): expected a list of pods or a PodList, got {}", type_name(v))))?;
-    it.enumerate().map(|(i, p)| pod_from_py(&p?, &format!("pods[{i}]"))).collect()
+    it.enumerate().map(|(i, p)| shared_pod(&p?, &format!("pods[{i}]"))).collect()
 }
 
 fn containers_to_py<'py>(py: Python<'py>, cs: &[Container]) -> PyResult<Bound<'py, PyList>> {
@@ -166,7 +174,7 @@ pub fn pod_to_py<'py>(py: Python<'py>, p: &Pod) -> PyResult<Bound<'py, PyDict>> 
 
 /// A pod checked and converted once (states validated); pass it where a pod dict is accepted.
 #[pyclass(module = "kubevents.pleg", name = "Pod", frozen)]
-pub struct PyPod(Pod);
+pub struct PyPod(Arc<Pod>);
 
 #[pymethods]
 impl PyPod {
@@ -179,13 +187,13 @@ impl PyPod {
         containers: Option<Bound<'_, PyAny>>,
         sandboxes: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        Ok(PyPod(Pod {
+        Ok(PyPod(Arc::new(Pod {
             id: string(id, "id")?,
             name: name.to_owned(),
             namespace: namespace.to_owned(),
             containers: self::containers(containers, "containers")?,
             sandboxes: self::containers(sandboxes, "sandboxes")?,
-        }))
+        })))
     }
 
     #[getter]
@@ -239,7 +247,7 @@ impl PyPod {
 /// A whole runtime listing converted in one call: the bulk form `get_pods()` may return for large nodes.
 #[pyclass(module = "kubevents.pleg", name = "PodList", frozen)]
 pub struct PyPodList {
-    pods: Vec<Pod>,
+    pods: Vec<Arc<Pod>>,
 }
 
 #[pymethods]
@@ -746,7 +754,7 @@ impl Runtime for PyRuntime {
     type Status = PyStatus;
     type Error = PyErrValue;
 
-    fn get_pods(&self) -> Result<Vec<Pod>, Error> {
+    fn get_pods(&self) -> Result<Vec<Arc<Pod>>, Error> {
         Python::attach(|py| {
             let v = self.0.bind(py).call_method0("get_pods")?;
             pods_from_py(&v)
