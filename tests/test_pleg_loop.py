@@ -263,3 +263,25 @@ def test_defaults_and_update():
 def test_module_example():
     failures, tried = doctest.testmod(kubevents.pleg)
     assert tried > 0 and failures == 0
+
+
+def test_unchanged_pods_are_reused_but_every_change_is_seen():
+    """get_pods() answers in plain data are compared with the last listing; any difference is converted."""
+    first = [("p1", "web-0", "web", [("c1", "running")], [("s1", "running")]), pod("p2", [C("c", "running")])]
+    rt = FakeRuntime(first)
+    seen = []
+    rt.statuses["p1"] = lambda p: seen.append(p["name"]) or {"id": "p1"}
+    pleg = GenericPLEG(rt, cache=PodCache(), clock=FakeClock(0))
+    pleg.relist()
+    assert len(pleg.watch().drain()) == 3
+    # Renamed (same containers): no event, but the pod the relist holds is the new one.
+    rt.pods = [("p1", "web-1", "web", [("c1", "running")], [("s1", "running")]), pod("p2", [C("c", "running")])]
+    pleg.relist()
+    assert pleg.watch().drain() == []
+    rt.pods = [("p1", "web-1", "web", [("c1", "exited")], [("s1", "running")]), pod("p2", [C("c", "exited")])]
+    pleg.relist()
+    assert pleg.watch().drain() == [E("p1", "ContainerDied", "c1"), E("p2", "ContainerDied", "c")]
+    assert seen == ["web-0", "web-1"]
+    rt.pods = [("p1", "web-1", "web", [("c1", "paused")], [("s1", "running")])]
+    with pytest.raises(ValueError, match="unrecognized container state"):
+        pleg.relist()

@@ -27,18 +27,21 @@ fn type_name(v: &Bound<'_, PyAny>) -> String {
     v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
 }
 
-fn string(v: &Bound<'_, PyAny>, path: &str) -> PyResult<String> {
+/// Where a value sits in the input, formatted only when there is an error to report.
+type PathFn<'a> = &'a dyn Fn() -> String;
+
+fn string(v: &Bound<'_, PyAny>, path: PathFn<'_>) -> PyResult<String> {
     match v.cast::<PyString>() {
         Ok(s) => Ok(s.to_str()?.to_owned()),
-        Err(_) => Err(PyTypeError::new_err(format!("{path}: expected a str, got {}", type_name(v)))),
+        Err(_) => Err(PyTypeError::new_err(format!("{}: expected a str, got {}", path(), type_name(v)))),
     }
 }
 
-fn state(v: &Bound<'_, PyAny>, path: &str) -> PyResult<ContainerState> {
+fn state(v: &Bound<'_, PyAny>, path: PathFn<'_>) -> PyResult<ContainerState> {
     let s = v
         .cast::<PyString>()
-        .map_err(|_| PyTypeError::new_err(format!("{path}: expected a state str, got {}", type_name(v))))?;
-    ContainerState::parse(s.to_str()?).map_err(|e| PyValueError::new_err(format!("{path}: {}", strip_field(&e))))
+        .map_err(|_| PyTypeError::new_err(format!("{}: expected a state str, got {}", path(), type_name(v))))?;
+    ContainerState::parse(s.to_str()?).map_err(|e| PyValueError::new_err(format!("{}: {}", path(), strip_field(&e))))
 }
 
 /// The core's message without its own field prefix (the path here names the field).
@@ -53,92 +56,175 @@ fn dict_get<'py>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<Bound<'py
     Ok(d.get_item(key)?.filter(|v| !v.is_none()))
 }
 
-fn containers(v: Option<Bound<'_, PyAny>>, path: &str) -> PyResult<Vec<Container>> {
-    let Some(v) = v else { return Ok(Vec::new()) };
-    let mut out = Vec::new();
-    let items: Vec<Bound<'_, PyAny>> = if let Ok(l) = v.cast::<PyList>() {
-        l.iter().collect()
-    } else if let Ok(t) = v.cast::<PyTuple>() {
-        t.iter().collect()
-    } else {
-        return Err(PyTypeError::new_err(format!("{path}: expected a list, got {}", type_name(&v))));
-    };
-    out.reserve(items.len());
-    for (i, c) in items.iter().enumerate() {
-        if let Ok(t) = c.cast::<PyTuple>() {
-            if t.len() != 2 {
-                return Err(PyTypeError::new_err(format!("{path}[{i}]: expected (id, state), got a {}-tuple", t.len())));
-            }
-            out.push(Container {
-                id: string(&t.get_item(0)?, &format!("{path}[{i}].id"))?,
-                state: state(&t.get_item(1)?, &format!("{path}[{i}].state"))?,
-            });
-        } else if let Ok(d) = c.cast::<PyDict>() {
-            let id = dict_get(d, "id")?.ok_or_else(|| PyValueError::new_err(format!("{path}[{i}]: missing \"id\"")))?;
-            let st = dict_get(d, "state")?
-                .ok_or_else(|| PyValueError::new_err(format!("{path}[{i}]: missing \"state\"")))?;
-            out.push(Container { id: string(&id, &format!("{path}[{i}].id"))?, state: state(&st, &format!("{path}[{i}].state"))? });
-        } else {
-            return Err(PyTypeError::new_err(format!(
-                "{path}[{i}]: expected a dict or an (id, state) tuple, got {}",
-                type_name(c)
-            )));
+fn container(c: &Bound<'_, PyAny>, path: PathFn<'_>) -> PyResult<Container> {
+    if let Ok(t) = c.cast::<PyTuple>() {
+        if t.len() != 2 {
+            return Err(PyTypeError::new_err(format!("{}: expected (id, state), got a {}-tuple", path(), t.len())));
         }
+        return Ok(Container {
+            id: string(&t.get_item(0)?, &|| format!("{}.id", path()))?,
+            state: state(&t.get_item(1)?, &|| format!("{}.state", path()))?,
+        });
     }
-    Ok(out)
+    if let Ok(d) = c.cast::<PyDict>() {
+        let id = dict_get(d, "id")?.ok_or_else(|| PyValueError::new_err(format!("{}: missing \"id\"", path())))?;
+        let st = dict_get(d, "state")?.ok_or_else(|| PyValueError::new_err(format!("{}: missing \"state\"", path())))?;
+        return Ok(Container {
+            id: string(&id, &|| format!("{}.id", path()))?,
+            state: state(&st, &|| format!("{}.state", path()))?,
+        });
+    }
+    Err(PyTypeError::new_err(format!("{}: expected a dict or an (id, state) tuple, got {}", path(), type_name(c))))
+}
+
+fn containers(v: Option<Bound<'_, PyAny>>, path: PathFn<'_>) -> PyResult<Vec<Container>> {
+    let Some(v) = v else { return Ok(Vec::new()) };
+    if let Ok(l) = v.cast::<PyList>() {
+        return l.iter().enumerate().map(|(i, c)| container(&c, &|| format!("{}[{i}]", path()))).collect();
+    }
+    if let Ok(t) = v.cast::<PyTuple>() {
+        return t.iter().enumerate().map(|(i, c)| container(&c, &|| format!("{}[{i}]", path()))).collect();
+    }
+    Err(PyTypeError::new_err(format!("{}: expected a list, got {}", path(), type_name(&v))))
 }
 
 /// A pod from a dict (`id`, `name`, `namespace`, `containers`, `sandboxes`) or a tuple
 /// `(id, name, namespace, containers, sandboxes)` whose containers are `(id, state)` tuples.
-pub fn pod_from_py(v: &Bound<'_, PyAny>, path: &str) -> PyResult<Pod> {
+pub fn pod_from_py(v: &Bound<'_, PyAny>, path: PathFn<'_>) -> PyResult<Pod> {
     if let Ok(t) = v.cast::<PyTuple>() {
         if t.len() != 5 {
             return Err(PyTypeError::new_err(format!(
-                "{path}: expected (id, name, namespace, containers, sandboxes), got a {}-tuple",
+                "{}: expected (id, name, namespace, containers, sandboxes), got a {}-tuple",
+                path(),
                 t.len()
             )));
         }
         return Ok(Pod {
-            id: string(&t.get_item(0)?, &format!("{path}.id"))?,
-            name: string(&t.get_item(1)?, &format!("{path}.name"))?,
-            namespace: string(&t.get_item(2)?, &format!("{path}.namespace"))?,
-            containers: containers(Some(t.get_item(3)?), &format!("{path}.containers"))?,
-            sandboxes: containers(Some(t.get_item(4)?), &format!("{path}.sandboxes"))?,
+            id: string(&t.get_item(0)?, &|| format!("{}.id", path()))?,
+            name: string(&t.get_item(1)?, &|| format!("{}.name", path()))?,
+            namespace: string(&t.get_item(2)?, &|| format!("{}.namespace", path()))?,
+            containers: containers(Some(t.get_item(3)?), &|| format!("{}.containers", path()))?,
+            sandboxes: containers(Some(t.get_item(4)?), &|| format!("{}.sandboxes", path()))?,
         });
     }
     if let Ok(p) = v.cast::<PyPod>() {
         return Ok(Pod::clone(&p.get().0));
     }
     let d = v.cast::<PyDict>().map_err(|_| {
-        PyTypeError::new_err(format!("{path}: expected a pod dict or tuple, got {}", type_name(v)))
+        PyTypeError::new_err(format!("{}: expected a pod dict or tuple, got {}", path(), type_name(v)))
     })?;
-    let id = dict_get(d, "id")?.ok_or_else(|| PyValueError::new_err(format!("{path}: missing \"id\"")))?;
+    let id = dict_get(d, "id")?.ok_or_else(|| PyValueError::new_err(format!("{}: missing \"id\"", path())))?;
     let opt = |k: &str| -> PyResult<String> {
-        dict_get(d, k)?.map_or(Ok(String::new()), |x| string(&x, &format!("{path}.{k}")))
+        dict_get(d, k)?.map_or(Ok(String::new()), |x| string(&x, &|| format!("{}.{k}", path())))
     };
     Ok(Pod {
-        id: string(&id, &format!("{path}.id"))?,
+        id: string(&id, &|| format!("{}.id", path()))?,
         name: opt("name")?,
         namespace: opt("namespace")?,
-        containers: containers(dict_get(d, "containers")?, &format!("{path}.containers"))?,
-        sandboxes: containers(dict_get(d, "sandboxes")?, &format!("{path}.sandboxes"))?,
+        containers: containers(dict_get(d, "containers")?, &|| format!("{}.containers", path()))?,
+        sandboxes: containers(dict_get(d, "sandboxes")?, &|| format!("{}.sandboxes", path()))?,
     })
 }
 
 /// A pod shared as is when it is a `Pod` already.
-fn shared_pod(v: &Bound<'_, PyAny>, path: &str) -> PyResult<Arc<Pod>> {
+fn shared_pod(v: &Bound<'_, PyAny>, path: PathFn<'_>) -> PyResult<Arc<Pod>> {
     match v.cast::<PyPod>() {
         Ok(p) => Ok(p.get().0.clone()),
         Err(_) => pod_from_py(v, path).map(Arc::new),
     }
 }
 
-fn pods_from_py(v: &Bound<'_, PyAny>) -> PyResult<Vec<Arc<Pod>>> {
+/// A listing's pods by UID, so the next conversion can reuse the unchanged ones.
+#[derive(Clone)]
+struct ById(Arc<Pod>);
+
+impl PartialEq for ById {
+    fn eq(&self, o: &Self) -> bool {
+        self.0.id == o.0.id
+    }
+}
+impl Eq for ById {}
+impl std::hash::Hash for ById {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.id.hash(h)
+    }
+}
+impl std::borrow::Borrow<str> for ById {
+    fn borrow(&self) -> &str {
+        &self.0.id
+    }
+}
+
+type Previous = hashbrown::HashSet<ById, foldhash::fast::RandomState>;
+
+fn same_str(v: &Bound<'_, PyAny>, s: &str) -> bool {
+    v.cast::<PyString>().ok().and_then(|x| x.to_str().ok()).is_some_and(|x| x == s)
+}
+
+fn same_containers(v: &Bound<'_, PyAny>, cs: &[Container]) -> bool {
+    let same = |c: &Bound<'_, PyAny>, want: &Container| -> bool {
+        if let Ok(t) = c.cast::<PyTuple>() {
+            t.len() == 2
+                && t.get_item(0).is_ok_and(|x| same_str(&x, &want.id))
+                && t.get_item(1).is_ok_and(|x| same_str(&x, want.state.as_str()))
+        } else if let Ok(d) = c.cast::<PyDict>() {
+            matches!(dict_get(d, "id"), Ok(Some(x)) if same_str(&x, &want.id))
+                && matches!(dict_get(d, "state"), Ok(Some(x)) if same_str(&x, want.state.as_str()))
+        } else {
+            false
+        }
+    };
+    if let Ok(l) = v.cast::<PyList>() {
+        l.len() == cs.len() && l.iter().zip(cs).all(|(c, w)| same(&c, w))
+    } else if let Ok(t) = v.cast::<PyTuple>() {
+        t.len() == cs.len() && t.iter().zip(cs).all(|(c, w)| same(&c, w))
+    } else {
+        false
+    }
+}
+
+/// The previous listing's pod when `v` describes exactly it (compared without copying any string).
+fn unchanged_pod(v: &Bound<'_, PyAny>, previous: &Previous) -> Option<Arc<Pod>> {
+    if previous.is_empty() {
+        return None;
+    }
+    let field = |i: usize, key: &str| -> Option<Bound<'_, PyAny>> {
+        if let Ok(t) = v.cast::<PyTuple>() {
+            (t.len() == 5).then(|| t.get_item(i).ok()).flatten()
+        } else {
+            v.cast::<PyDict>().ok().and_then(|d| d.get_item(key).ok().flatten())
+        }
+    };
+    let id = field(0, "id")?;
+    let id = id.cast::<PyString>().ok()?.to_str().ok()?;
+    let prev = previous.get(id)?;
+    let p = &prev.0;
+    let text_ok = |i, key, want: &str| match field(i, key) {
+        Some(x) if !x.is_none() => same_str(&x, want),
+        _ => want.is_empty(),
+    };
+    let list_ok = |i, key, want: &[Container]| match field(i, key) {
+        Some(x) if !x.is_none() => same_containers(&x, want),
+        _ => want.is_empty(),
+    };
+    (text_ok(1, "name", &p.name)
+        && text_ok(2, "namespace", &p.namespace)
+        && list_ok(3, "containers", &p.containers)
+        && list_ok(4, "sandboxes", &p.sandboxes))
+    .then(|| p.clone())
+}
+
+/// `get_pods()`'s answer. Pods equal to one of `previous` (the last listing) are shared rather than copied.
+fn pods_from_py(v: &Bound<'_, PyAny>, previous: &Previous) -> PyResult<Vec<Arc<Pod>>> {
     if let Ok(l) = v.cast::<PyPodList>() {
         return Ok(l.get().pods.clone());
     }
+    let one = |i: usize, p: &Bound<'_, PyAny>| match unchanged_pod(p, previous) {
+        Some(same) => Ok(same),
+        None => shared_pod(p, &|| format!("pods[{i}]")),
+    };
     if let Ok(l) = v.cast::<PyList>() {
-        return l.iter().enumerate().map(|(i, p)| shared_pod(&p, &format!("pods[{i}]"))).collect();
+        return l.iter().enumerate().map(|(i, p)| one(i, &p)).collect();
     }
     if v.is_instance_of::<PyString>() || v.is_instance_of::<PyDict>() {
         return Err(PyTypeError::new_err(format!("get_pods(): expected a list of pods or a PodList, got {}", type_name(v))));
@@ -146,7 +232,7 @@ fn pods_from_py(v: &Bound<'_, PyAny>) -> PyResult<Vec<Arc<Pod>>> {
     let it = v
         .try_iter()
         .map_err(|_| PyTypeError::new_err(format!("get_pods(): expected a list of pods or a PodList, got {}", type_name(v))))?;
-    it.enumerate().map(|(i, p)| shared_pod(&p?, &format!("pods[{i}]"))).collect()
+    it.enumerate().map(|(i, p)| one(i, &p?)).collect()
 }
 
 fn containers_to_py<'py>(py: Python<'py>, cs: &[Container]) -> PyResult<Bound<'py, PyList>> {
@@ -188,11 +274,11 @@ impl PyPod {
         sandboxes: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         Ok(PyPod(Arc::new(Pod {
-            id: string(id, "id")?,
+            id: string(id, &|| "id".into())?,
             name: name.to_owned(),
             namespace: namespace.to_owned(),
-            containers: self::containers(containers, "containers")?,
-            sandboxes: self::containers(sandboxes, "sandboxes")?,
+            containers: self::containers(containers, &|| "containers".into())?,
+            sandboxes: self::containers(sandboxes, &|| "sandboxes".into())?,
         })))
     }
 
@@ -256,7 +342,7 @@ impl PyPodList {
     /// with `(id, state)` containers (the fastest form).
     #[new]
     fn new(pods: &Bound<'_, PyAny>) -> PyResult<Self> {
-        Ok(PyPodList { pods: pods_from_py(pods)? })
+        Ok(PyPodList { pods: pods_from_py(pods, &Previous::default())? })
     }
 
     fn __len__(&self) -> usize {
@@ -276,7 +362,7 @@ impl PyPodList {
 
 fn optional_pod(v: Option<&Bound<'_, PyAny>>, path: &str) -> PyResult<Option<Pod>> {
     match v {
-        Some(p) if !p.is_none() => pod_from_py(p, path).map(Some),
+        Some(p) if !p.is_none() => pod_from_py(p, &|| path.to_owned()).map(Some),
         _ => Ok(None),
     }
 }
@@ -364,7 +450,7 @@ impl PyStatus {
                 .try_iter()
                 .map_err(|_| PyTypeError::new_err(format!("{path}.ips: expected a list of str, got {}", type_name(&l))))?
                 .enumerate()
-                .map(|(i, x)| string(&x?, &format!("{path}.ips[{i}]")))
+                .map(|(i, x)| string(&x?, &|| format!("{path}.ips[{i}]")))
                 .collect::<PyResult<_>>()?,
         };
         let mut ready = false;
@@ -378,11 +464,11 @@ impl PyStatus {
                 let p = format!("{path}.sandbox_statuses[{i}]");
                 let sd = s.cast::<PyDict>().map_err(|_| PyTypeError::new_err(format!("{p}: expected a dict, got {}", type_name(&s))))?;
                 if let Some(id) = dict_get(sd, "id")? {
-                    sandboxes.push(string(&id, &format!("{p}.id"))?);
+                    sandboxes.push(string(&id, &|| format!("{p}.id"))?);
                 }
                 match dict_get(sd, "state")? {
                     None => {}
-                    Some(st) => match string(&st, &format!("{p}.state"))?.as_str() {
+                    Some(st) => match string(&st, &|| format!("{p}.state"))?.as_str() {
                         "SANDBOX_READY" => ready = true,
                         "SANDBOX_NOTREADY" => {}
                         other => {
@@ -748,7 +834,11 @@ impl PyEventChannel {
 // GenericPLEG
 
 /// A Python object with `get_pods()` and `get_pod_status(pod)`.
-pub struct PyRuntime(Py<PyAny>);
+pub struct PyRuntime {
+    obj: Py<PyAny>,
+    /// The last listing converted from plain Python data.
+    previous: std::sync::Mutex<Previous>,
+}
 
 impl Runtime for PyRuntime {
     type Status = PyStatus;
@@ -756,8 +846,14 @@ impl Runtime for PyRuntime {
 
     fn get_pods(&self) -> Result<Vec<Arc<Pod>>, Error> {
         Python::attach(|py| {
-            let v = self.0.bind(py).call_method0("get_pods")?;
-            pods_from_py(&v)
+            let v = self.obj.bind(py).call_method0("get_pods")?;
+            let mut previous = self.previous.lock().unwrap_or_else(|e| e.into_inner());
+            let pods = pods_from_py(&v, &previous)?;
+            if !v.is_instance_of::<PyPodList>() {
+                previous.clear();
+                previous.extend(pods.iter().map(|p| ById(p.clone())));
+            }
+            Ok(pods)
         })
         .map_err(external)
     }
@@ -768,7 +864,7 @@ impl Runtime for PyRuntime {
                 Ok(a) => a,
                 Err(e) => return Inspection { status: None, err: Some(PyErrValue::from_err(py, e)), invalid: None },
             };
-            let out = match self.0.bind(py).call_method1("get_pod_status", (arg,)) {
+            let out = match self.obj.bind(py).call_method1("get_pod_status", (arg,)) {
                 Ok(o) => o,
                 Err(e) => return Inspection { status: None, err: Some(PyErrValue::from_err(py, e)), invalid: None },
             };
@@ -876,7 +972,7 @@ impl PyGenericPLEG {
         let clock = clock_arg(clock)?;
         let cache_arc = cache.get().inner.clone();
         let channel = Arc::new(EventChannel::new(channel_capacity as usize));
-        let inner = GenericPleg::new(PyRuntime(runtime), cache_arc, clock, channel, options)?;
+        let inner = GenericPleg::new(PyRuntime { obj: runtime, previous: Default::default() }, cache_arc, clock, channel, options)?;
         Ok(PyGenericPLEG { inner: Arc::new(inner), cache })
     }
 
@@ -1027,10 +1123,10 @@ impl Drop for PyGenericPLEG {
 fn cri_event_from_py(v: &Bound<'_, PyAny>, path: &str) -> PyResult<CriEvent<PyStatus>> {
     let d = v.cast::<PyDict>().map_err(|_| PyTypeError::new_err(format!("{path}: expected a dict, got {}", type_name(v))))?;
     let need = |k: &str| dict_get(d, k)?.ok_or_else(|| PyValueError::new_err(format!("{path}: missing {k:?}")));
-    let container_id = string(&need("container_id")?, &format!("{path}.container_id"))?;
-    let pod_uid = dict_get(d, "pod_uid")?.map(|u| string(&u, &format!("{path}.pod_uid"))).transpose()?;
+    let container_id = string(&need("container_id")?, &|| format!("{path}.container_id"))?;
+    let pod_uid = dict_get(d, "pod_uid")?.map(|u| string(&u, &|| format!("{path}.pod_uid"))).transpose()?;
     let t = need("type")?;
-    let type_text = if let Ok(n) = t.extract::<i64>() { n.to_string() } else { string(&t, &format!("{path}.type"))? };
+    let type_text = if let Ok(n) = t.extract::<i64>() { n.to_string() } else { string(&t, &|| format!("{path}.type"))? };
     let kind = CriEventType::parse(&type_text).ok_or_else(|| {
         PyValueError::new_err(format!(
             "{path}.type: unknown container event type {type_text:?} (expected CREATED, STARTED, STOPPED or DELETED)"
