@@ -14,7 +14,9 @@ use kubevents::clock::FakeClock;
 use kubevents::error::Error;
 use kubevents::pleg::generic::Inspection;
 use kubevents::pleg::pod::BasicStatus;
-use kubevents::pleg::{diff_into, Container, ContainerState, EventChannel, GenericPleg, Pod, PodCache, PlegOptions, Runtime};
+use kubevents::pleg::{
+    diff_into, Container, ContainerState, EventChannel, GenericPleg, PlegOptions, Pod, PodCache, Runtime,
+};
 use kubevents::time::Time;
 
 const PODS: usize = 10_000;

@@ -305,9 +305,12 @@ mod tests {
     #[test]
     fn get_if_newer_than_when_pod_exists() {
         let t = Time(100 * S);
-        for (cache_time, modified, want) in
-            [(t.0 + S, t.0, true), (t.0 + S, t.0 - 10 * S, true), (t.0 - S, t.0 + 3 * S, true), (t.0 - S, t.0 - S, false)]
-        {
+        for (cache_time, modified, want) in [
+            (t.0 + S, t.0, true),
+            (t.0 + S, t.0 - 10 * S, true),
+            (t.0 - S, t.0 + 3 * S, true),
+            (t.0 - S, t.0 - S, false),
+        ] {
             let c = C::new(false);
             c.update_time(Time(cache_time));
             c.set("p", Some("s"), None, Time(modified));

@@ -24,11 +24,7 @@ fn convert(s: ContainerState) -> PlegState {
 /// Containers are searched before sandboxes, first match wins (`FindContainerByID`, `FindSandboxByID`).
 fn state_in(pod: Option<&Pod>, id: &str) -> PlegState {
     let Some(p) = pod else { return PlegState::NonExistent };
-    p.containers
-        .iter()
-        .chain(&p.sandboxes)
-        .find(|c| c.id == id)
-        .map_or(PlegState::NonExistent, |c| convert(c.state))
+    p.containers.iter().chain(&p.sandboxes).find(|c| c.id == id).map_or(PlegState::NonExistent, |c| convert(c.state))
 }
 
 fn push(out: &mut Vec<PodLifecycleEvent>, pid: &str, kind: EventType, cid: &str) {

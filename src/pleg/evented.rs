@@ -119,7 +119,8 @@ impl<R: Runtime> EventedPleg<R> {
     pub fn new(generic: Arc<GenericPleg<R>>, options: EventedOptions) -> Result<Self, Error> {
         if !generic.cache().evented() {
             return Err(Error::Option(
-                "EventedPLEG needs a cache with the evented rule (PodCache(evented=True)) shared with the generic PLEG".into(),
+                "EventedPLEG needs a cache with the evented rule (PodCache(evented=True)) shared with the generic PLEG"
+                    .into(),
             ));
         }
         if options.cache_update_period <= 0 {
@@ -127,7 +128,13 @@ impl<R: Runtime> EventedPleg<R> {
         }
         generic.set_evented_gate(true);
         generic.update(options.relist);
-        Ok(EventedPleg { generic, options, counters: Counters::default(), stop: Mutex::new(None), last_error: Mutex::new(None) })
+        Ok(EventedPleg {
+            generic,
+            options,
+            counters: Counters::default(),
+            stop: Mutex::new(None),
+            last_error: Mutex::new(None),
+        })
     }
 
     pub fn generic(&self) -> &Arc<GenericPleg<R>> {

@@ -65,6 +65,9 @@ struct Versioned<S> {
     version: u32,
 }
 
+/// Per pod UID, per condition key.
+type Conditions<S> = HashMap<String, HashMap<String, Versioned<S>>>;
+
 #[derive(Clone, Copy, Debug)]
 pub struct PlegOptions {
     pub duration: RelistDuration,
@@ -169,7 +172,7 @@ pub struct GenericPleg<R: Runtime> {
     state: Mutex<RelistState>,
     relist_time: Mutex<Option<Time>>,
     duration: Mutex<RelistDuration>,
-    conditions: Mutex<HashMap<String, HashMap<String, Versioned<R::Status>>>>,
+    conditions: Mutex<Conditions<R::Status>>,
     options: PlegOptions,
     counters: Counters,
     in_flight: Arc<Mutex<HashSet<String>>>,
@@ -312,7 +315,11 @@ impl<R: Runtime> GenericPleg<R> {
         let elapsed = now.since(last);
         let threshold = self.duration().threshold;
         if elapsed > threshold {
-            let msg = format!("pleg was last seen active {} ago; threshold is {}", go_duration(elapsed), go_duration(threshold));
+            let msg = format!(
+                "pleg was last seen active {} ago; threshold is {}",
+                go_duration(elapsed),
+                go_duration(threshold)
+            );
             return (false, Some(msg));
         }
         (true, None)
@@ -498,7 +505,10 @@ impl<R: Runtime> GenericPleg<R> {
                         let after = self.options.inspect_timeout.unwrap_or_default();
                         let err = self.runtime.timeout_error(pod, after, false);
                         let at = self.clock.now().unwrap_or_default();
-                        results[i] = Some(Inspected { inspection: Inspection { status: None, err: Some(err), invalid: None }, at });
+                        results[i] = Some(Inspected {
+                            inspection: Inspection { status: None, err: Some(err), invalid: None },
+                            at,
+                        });
                         done += 1;
                         if !lock(&queue).is_empty() {
                             spawn(tx.clone());

@@ -25,7 +25,7 @@ mod tests;
 pub use cache::{Lookup, PodCache};
 pub use channel::EventChannel;
 pub use diff::{diff, diff_into};
-pub use evented::{CriEvent, CriEventType, EventedPleg, EventedOptions};
+pub use evented::{CriEvent, CriEventType, EventedOptions, EventedPleg};
 pub use generic::{GenericPleg, PlegOptions, RelistDuration, Runtime};
 pub use pod::{Container, ContainerState, EventType, Pod, PodLifecycleEvent, StatusView};
 

@@ -51,11 +51,7 @@ impl Runtime for Arc<Fake> {
 }
 
 fn pod(id: &str, cs: &[(&str, ContainerState)]) -> Pod {
-    Pod {
-        id: id.into(),
-        containers: cs.iter().map(|(i, s)| Container::new(*i, *s)).collect(),
-        ..Pod::default()
-    }
+    Pod { id: id.into(), containers: cs.iter().map(|(i, s)| Container::new(*i, *s)).collect(), ..Pod::default() }
 }
 
 fn ev(pid: &str, kind: EventType, cid: &str) -> PodLifecycleEvent {
@@ -166,9 +162,14 @@ fn watch_condition_emits_one_condition_met() {
 
 #[test]
 fn a_hung_inspection_does_not_stall_the_relist() {
-    let options = PlegOptions { inspect_concurrency: 2, inspect_timeout: Some(Duration::from_millis(20)), ..PlegOptions::default() };
+    let options = PlegOptions {
+        inspect_concurrency: 2,
+        inspect_timeout: Some(Duration::from_millis(20)),
+        ..PlegOptions::default()
+    };
     let (fake, _, pleg) = new_pleg(options, false);
-    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)]), pod("b", &[("c", Running)]), pod("c", &[("c", Running)])];
+    *fake.pods.lock().unwrap() =
+        vec![pod("a", &[("c", Running)]), pod("b", &[("c", Running)]), pod("c", &[("c", Running)])];
     fake.hang.lock().unwrap().push("a".into());
     pleg.relist().unwrap();
     assert_eq!(pleg.channel().drain(), [ev("b", ContainerStarted, "c"), ev("c", ContainerStarted, "c")]);

@@ -39,11 +39,8 @@ impl Stop {
             if now >= deadline {
                 return true;
             }
-            let wait = if virtual_time {
-                VIRTUAL_POLL
-            } else {
-                Duration::from_nanos(deadline.since(now).max(0) as u64)
-            };
+            let wait =
+                if virtual_time { VIRTUAL_POLL } else { Duration::from_nanos(deadline.since(now).max(0) as u64) };
             stopped = self.cv.wait_timeout(stopped, wait).unwrap_or_else(|e| e.into_inner()).0;
         }
     }

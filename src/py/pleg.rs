@@ -68,7 +68,8 @@ fn container(c: &Bound<'_, PyAny>, path: PathFn<'_>) -> PyResult<Container> {
     }
     if let Ok(d) = c.cast::<PyDict>() {
         let id = dict_get(d, "id")?.ok_or_else(|| PyValueError::new_err(format!("{}: missing \"id\"", path())))?;
-        let st = dict_get(d, "state")?.ok_or_else(|| PyValueError::new_err(format!("{}: missing \"state\"", path())))?;
+        let st =
+            dict_get(d, "state")?.ok_or_else(|| PyValueError::new_err(format!("{}: missing \"state\"", path())))?;
         return Ok(Container {
             id: string(&id, &|| format!("{}.id", path()))?,
             state: state(&st, &|| format!("{}.state", path()))?,
@@ -110,9 +111,9 @@ pub fn pod_from_py(v: &Bound<'_, PyAny>, path: PathFn<'_>) -> PyResult<Pod> {
     if let Ok(p) = v.cast::<PyPod>() {
         return Ok(Pod::clone(&p.get().0));
     }
-    let d = v.cast::<PyDict>().map_err(|_| {
-        PyTypeError::new_err(format!("{}: expected a pod dict or tuple, got {}", path(), type_name(v)))
-    })?;
+    let d = v
+        .cast::<PyDict>()
+        .map_err(|_| PyTypeError::new_err(format!("{}: expected a pod dict or tuple, got {}", path(), type_name(v))))?;
     let id = dict_get(d, "id")?.ok_or_else(|| PyValueError::new_err(format!("{}: missing \"id\"", path())))?;
     let opt = |k: &str| -> PyResult<String> {
         dict_get(d, k)?.map_or(Ok(String::new()), |x| string(&x, &|| format!("{}.{k}", path())))
@@ -227,11 +228,14 @@ fn pods_from_py(v: &Bound<'_, PyAny>, previous: &Previous) -> PyResult<Vec<Arc<P
         return l.iter().enumerate().map(|(i, p)| one(i, &p)).collect();
     }
     if v.is_instance_of::<PyString>() || v.is_instance_of::<PyDict>() {
-        return Err(PyTypeError::new_err(format!("get_pods(): expected a list of pods or a PodList, got {}", type_name(v))));
+        return Err(PyTypeError::new_err(format!(
+            "get_pods(): expected a list of pods or a PodList, got {}",
+            type_name(v)
+        )));
     }
-    let it = v
-        .try_iter()
-        .map_err(|_| PyTypeError::new_err(format!("get_pods(): expected a list of pods or a PodList, got {}", type_name(v))))?;
+    let it = v.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!("get_pods(): expected a list of pods or a PodList, got {}", type_name(v)))
+    })?;
     it.enumerate().map(|(i, p)| one(i, &p?)).collect()
 }
 
@@ -417,7 +421,10 @@ impl PyPodLifecycleEvent {
 /// `ContainerChanged` included.
 #[pyfunction]
 #[pyo3(signature = (old_pod, new_pod))]
-pub fn diff(old_pod: Option<&Bound<'_, PyAny>>, new_pod: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<PyPodLifecycleEvent>> {
+pub fn diff(
+    old_pod: Option<&Bound<'_, PyAny>>,
+    new_pod: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Vec<PyPodLifecycleEvent>> {
     let old = optional_pod(old_pod, "old_pod")?;
     let new = optional_pod(new_pod, "new_pod")?;
     Ok(crate::pleg::diff(old.as_ref(), new.as_ref()).into_iter().map(PyPodLifecycleEvent).collect())
@@ -448,7 +455,9 @@ impl PyStatus {
             None => Vec::new(),
             Some(l) => l
                 .try_iter()
-                .map_err(|_| PyTypeError::new_err(format!("{path}.ips: expected a list of str, got {}", type_name(&l))))?
+                .map_err(|_| {
+                    PyTypeError::new_err(format!("{path}.ips: expected a list of str, got {}", type_name(&l)))
+                })?
                 .enumerate()
                 .map(|(i, x)| string(&x?, &|| format!("{path}.ips[{i}]")))
                 .collect::<PyResult<_>>()?,
@@ -457,12 +466,17 @@ impl PyStatus {
         let mut sandboxes = Vec::new();
         if let Some(l) = dict_get(d, "sandbox_statuses")? {
             let it = l.try_iter().map_err(|_| {
-                PyTypeError::new_err(format!("{path}.sandbox_statuses: expected a list of dicts, got {}", type_name(&l)))
+                PyTypeError::new_err(format!(
+                    "{path}.sandbox_statuses: expected a list of dicts, got {}",
+                    type_name(&l)
+                ))
             })?;
             for (i, s) in it.enumerate() {
                 let s = s?;
                 let p = format!("{path}.sandbox_statuses[{i}]");
-                let sd = s.cast::<PyDict>().map_err(|_| PyTypeError::new_err(format!("{p}: expected a dict, got {}", type_name(&s))))?;
+                let sd = s
+                    .cast::<PyDict>()
+                    .map_err(|_| PyTypeError::new_err(format!("{p}: expected a dict, got {}", type_name(&s))))?;
                 if let Some(id) = dict_get(sd, "id")? {
                     sandboxes.push(string(&id, &|| format!("{p}.id"))?);
                 }
@@ -662,7 +676,8 @@ impl PyPodCache {
         let slot = self.inner.subscribe_slot(uid, min);
         let deadline = timeout.map(|t| std::time::Instant::now() + t);
         loop {
-            let slice = deadline.map_or(WAIT_SLICE, |d| d.saturating_duration_since(std::time::Instant::now()).min(WAIT_SLICE));
+            let slice =
+                deadline.map_or(WAIT_SLICE, |d| d.saturating_duration_since(std::time::Instant::now()).min(WAIT_SLICE));
             let got = py.detach(|| slot.wait(slice));
             if let Some(v) = got {
                 return lookup_to_py(py, uid, &v);
@@ -683,7 +698,12 @@ impl PyPodCache {
     }
 
     /// The awaitable form of `get_newer_than` (no thread is blocked while it waits).
-    fn get_newer_than_async<'py>(&self, py: Python<'py>, uid: &str, t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn get_newer_than_async<'py>(
+        &self,
+        py: Python<'py>,
+        uid: &str,
+        t: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let min = to_time(t, "t")?;
         let loop_ = py.import("asyncio")?.call_method0("get_running_loop")?;
         let fut = loop_.call_method0("create_future")?;
@@ -721,7 +741,8 @@ impl PyEventChannel {
     fn wait(&self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<Recv> {
         let deadline = timeout.map(|t| std::time::Instant::now() + t);
         loop {
-            let slice = deadline.map_or(WAIT_SLICE, |d| d.saturating_duration_since(std::time::Instant::now()).min(WAIT_SLICE));
+            let slice =
+                deadline.map_or(WAIT_SLICE, |d| d.saturating_duration_since(std::time::Instant::now()).min(WAIT_SLICE));
             let ch = self.inner.clone();
             match py.detach(|| ch.recv_timeout(Some(slice))) {
                 Recv::Timeout => {
@@ -881,7 +902,8 @@ impl Runtime for PyRuntime {
                 Ok(status) => Inspection { status, err, invalid: None },
                 Err(e) => {
                     let msg = e.value(py).to_string();
-                    let typed = if e.is_instance_of::<PyTypeError>(py) { Error::type_("", msg) } else { Error::value("", msg) };
+                    let typed =
+                        if e.is_instance_of::<PyTypeError>(py) { Error::type_("", msg) } else { Error::value("", msg) };
                     Inspection { status: None, err: Some(PyErrValue::from_err(py, e)), invalid: Some(typed) }
                 }
             }
@@ -972,7 +994,13 @@ impl PyGenericPLEG {
         let clock = clock_arg(clock)?;
         let cache_arc = cache.get().inner.clone();
         let channel = Arc::new(EventChannel::new(channel_capacity as usize));
-        let inner = GenericPleg::new(PyRuntime { obj: runtime, previous: Default::default() }, cache_arc, clock, channel, options)?;
+        let inner = GenericPleg::new(
+            PyRuntime { obj: runtime, previous: Default::default() },
+            cache_arc,
+            clock,
+            channel,
+            options,
+        )?;
         Ok(PyGenericPLEG { inner: Arc::new(inner), cache })
     }
 
@@ -1106,7 +1134,11 @@ impl PyGenericPLEG {
 
     fn __repr__(&self) -> String {
         let d = self.inner.duration();
-        format!("GenericPLEG(relist_period={}s, relist_threshold={}s)", ns_to_seconds(d.period), ns_to_seconds(d.threshold))
+        format!(
+            "GenericPLEG(relist_period={}s, relist_threshold={}s)",
+            ns_to_seconds(d.period),
+            ns_to_seconds(d.threshold)
+        )
     }
 }
 
@@ -1121,22 +1153,24 @@ impl Drop for PyGenericPLEG {
 // EventedPLEG
 
 fn cri_event_from_py(v: &Bound<'_, PyAny>, path: &str) -> PyResult<CriEvent<PyStatus>> {
-    let d = v.cast::<PyDict>().map_err(|_| PyTypeError::new_err(format!("{path}: expected a dict, got {}", type_name(v))))?;
+    let d = v
+        .cast::<PyDict>()
+        .map_err(|_| PyTypeError::new_err(format!("{path}: expected a dict, got {}", type_name(v))))?;
     let need = |k: &str| dict_get(d, k)?.ok_or_else(|| PyValueError::new_err(format!("{path}: missing {k:?}")));
     let container_id = string(&need("container_id")?, &|| format!("{path}.container_id"))?;
     let pod_uid = dict_get(d, "pod_uid")?.map(|u| string(&u, &|| format!("{path}.pod_uid"))).transpose()?;
     let t = need("type")?;
-    let type_text = if let Ok(n) = t.extract::<i64>() { n.to_string() } else { string(&t, &|| format!("{path}.type"))? };
+    let type_text =
+        if let Ok(n) = t.extract::<i64>() { n.to_string() } else { string(&t, &|| format!("{path}.type"))? };
     let kind = CriEventType::parse(&type_text).ok_or_else(|| {
         PyValueError::new_err(format!(
             "{path}.type: unknown container event type {type_text:?} (expected CREATED, STARTED, STOPPED or DELETED)"
         ))
     })?;
     let created = need("created_at")?;
-    let created_at = created
-        .extract::<i64>()
-        .map(Time)
-        .map_err(|_| PyTypeError::new_err(format!("{path}.created_at: expected int nanoseconds, got {}", type_name(&created))))?;
+    let created_at = created.extract::<i64>().map(Time).map_err(|_| {
+        PyTypeError::new_err(format!("{path}.created_at: expected int nanoseconds, got {}", type_name(&created)))
+    })?;
     let status = PyStatus::from_py(&need("pod_status")?, &format!("{path}.pod_status"))?;
     Ok(CriEvent { container_id, pod_uid, kind, created_at, status })
 }
@@ -1231,7 +1265,9 @@ impl PyEventedPLEG {
     fn process_events(&self, py: Python<'_>, events: &Bound<'_, PyAny>) -> PyResult<usize> {
         let evs = events
             .try_iter()
-            .map_err(|_| PyTypeError::new_err(format!("events: expected an iterable of dicts, got {}", type_name(events))))?
+            .map_err(|_| {
+                PyTypeError::new_err(format!("events: expected an iterable of dicts, got {}", type_name(events)))
+            })?
             .enumerate()
             .map(|(i, e)| cri_event_from_py(&e?, &format!("events[{i}]")))
             .collect::<PyResult<Vec<_>>>()?;
