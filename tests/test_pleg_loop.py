@@ -285,3 +285,57 @@ def test_unchanged_pods_are_reused_but_every_change_is_seen():
     rt.pods = [("p1", "web-1", "web", [("c1", "paused")], [("s1", "running")])]
     with pytest.raises(ValueError, match="unrecognized container state"):
         pleg.relist()
+
+
+def test_calling_back_into_the_pleg_from_its_own_relist_raises():
+    rt = FakeRuntime([pod("a", [C("c", "running")]), pod("b", [C("c", "running")])])
+    pleg = GenericPLEG(rt, cache=PodCache(), clock=FakeClock(0))
+
+    def relist_again(_pod):
+        pleg.relist()
+        return {"id": "a"}
+
+    rt.statuses["a"] = relist_again
+    pleg.relist()
+    err = pleg.cache.get("a")[1]
+    assert isinstance(err, RuntimeError) and "relist() was called from a runtime call" in str(err)
+    assert pleg.watch().drain() == [E("b", "ContainerStarted", "c")]
+
+    pleg.set_pod_watch_condition("b", "k", lambda _s: pleg.pods_to_reinspect() == [])
+    pleg.request_reinspect("b")
+    with pytest.raises(RuntimeError, match="pods_to_reinspect\\(\\) was called"):
+        pleg.relist()
+
+
+def test_calling_back_from_an_inspection_thread_raises_too():
+    rt = FakeRuntime([pod("a", [C("c", "running")])])
+    pleg = GenericPLEG(rt, cache=PodCache(), clock=FakeClock(0), inspect_concurrency=2)
+
+    def relist_again(_pod):
+        pleg.request_reinspect("x")
+        return {"id": "a"}
+
+    rt.statuses["a"] = relist_again
+    pleg.relist()
+    assert isinstance(pleg.cache.get("a")[1], RuntimeError)
+
+
+def test_interpreter_exit_with_a_loop_running(tmp_path):
+    """A loop left running does not keep the process from exiting."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "leave_running.py"
+    script.write_text(
+        "from kubevents.pleg import GenericPLEG, PodCache\n"
+        "class R:\n"
+        "    def get_pods(self): return [{'id': 'p', 'containers': [{'id': 'c', 'state': 'running'}]}]\n"
+        "    def get_pod_status(self, pod): return {'id': pod['id']}\n"
+        "pleg = GenericPLEG(R(), cache=PodCache(), relist_period=0.001)\n"
+        "pleg.start()\n"
+        "pleg.watch().recv(timeout=10)\n"
+        "print('done')\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "done"

@@ -156,6 +156,49 @@ struct Inspected<S, E> {
     at: Time,
 }
 
+thread_local! {
+    /// The PLEGs (by runtime address) whose relist this thread is working for.
+    static SERVING: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Marks the current thread as working for a relist until dropped.
+struct Serving(usize);
+
+impl Serving {
+    fn enter(key: usize) -> Serving {
+        SERVING.with(|s| s.borrow_mut().push(key));
+        Serving(key)
+    }
+
+    fn active(key: usize) -> bool {
+        SERVING.with(|s| s.borrow().contains(&key))
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        SERVING.with(|s| {
+            let mut s = s.borrow_mut();
+            if let Some(i) = s.iter().rposition(|k| *k == self.0) {
+                s.remove(i);
+            }
+        });
+    }
+}
+
+/// A call back into the PLEG from a runtime call or watch condition of its own relist, which would wait for
+/// that relist to finish.
+#[derive(Debug)]
+pub struct Reentered(&'static str);
+
+impl std::fmt::Display for Reentered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} was called from a runtime call or watch condition of the same PLEG's relist, which would wait for itself", self.0)
+    }
+}
+
+impl std::error::Error for Reentered {}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -268,14 +311,28 @@ impl<R: Runtime> GenericPleg<R> {
         self.evented_in_use.load(Ordering::Acquire)
     }
 
+    fn key(&self) -> usize {
+        Arc::as_ptr(&self.runtime) as *const () as usize
+    }
+
+    fn not_reentered(&self, what: &'static str) -> Result<(), Error> {
+        if Serving::active(self.key()) {
+            return Err(Error::External(Box::new(Reentered(what))));
+        }
+        Ok(())
+    }
+
     /// Pods queued for reinspection at the next relist.
-    pub fn pods_to_reinspect(&self) -> Vec<String> {
-        lock(&self.state).reinspect.iter().cloned().collect()
+    pub fn pods_to_reinspect(&self) -> Result<Vec<String>, Error> {
+        self.not_reentered("pods_to_reinspect()")?;
+        Ok(lock(&self.state).reinspect.iter().cloned().collect())
     }
 
     /// Queues a pod for reinspection (as the kubelet's tests poke `podsToReinspect`).
-    pub fn request_reinspect(&self, uid: &str) {
+    pub fn request_reinspect(&self, uid: &str) -> Result<(), Error> {
+        self.not_reentered("request_reinspect()")?;
         lock(&self.state).reinspect.insert(uid.to_owned());
+        Ok(())
     }
 
     pub fn stats(&self) -> Stats {
@@ -328,7 +385,9 @@ impl<R: Runtime> GenericPleg<R> {
     /// `Relist`. Returns the listing's error (nothing changed then), or the first bad answer or failing watch
     /// condition met on the way (the relist completed regardless).
     pub fn relist(&self) -> Result<(), Error> {
+        self.not_reentered("relist()")?;
         let mut st = lock(&self.state);
+        let _serving = Serving::enter(self.key());
         let timestamp = self.clock.now()?;
         inc(&self.counters.relists);
         let result = self.relist_locked(&mut st, timestamp);
@@ -447,26 +506,30 @@ impl<R: Runtime> GenericPleg<R> {
         let pods: Vec<Option<Arc<Pod>>> = work.iter().map(|w| w.pod.clone()).collect();
         let queue = Arc::new(Mutex::new(jobs));
         let (tx, rx) = mpsc::channel::<Msg<R::Status, R::Error>>();
+        let key = self.key();
         let spawn = |tx: mpsc::Sender<Msg<R::Status, R::Error>>| {
             let (queue, runtime, clock, in_flight) =
                 (queue.clone(), self.runtime.clone(), self.clock.clone(), self.in_flight.clone());
-            std::thread::spawn(move || loop {
-                let Some((i, pod)) = lock(&queue).pop_front() else { return };
-                let at = clock.now().unwrap_or_default();
-                if !lock(&in_flight).insert(pod.id.clone()) {
-                    // The previous relist's call for this pod is still hung: do not pile another on it.
-                    let err = runtime.timeout_error(&pod, Duration::ZERO, true);
-                    let ins = Inspection { status: None, err: Some(err), invalid: None };
-                    if tx.send(Msg::Done(i, Inspected { inspection: ins, at })).is_err() {
+            std::thread::spawn(move || {
+                let _serving = Serving::enter(key);
+                loop {
+                    let Some((i, pod)) = lock(&queue).pop_front() else { return };
+                    let at = clock.now().unwrap_or_default();
+                    if !lock(&in_flight).insert(pod.id.clone()) {
+                        // The previous relist's call for this pod is still hung: do not pile another on it.
+                        let err = runtime.timeout_error(&pod, Duration::ZERO, true);
+                        let ins = Inspection { status: None, err: Some(err), invalid: None };
+                        if tx.send(Msg::Done(i, Inspected { inspection: ins, at })).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    let _ = tx.send(Msg::Started(i, Instant::now()));
+                    let inspection = runtime.get_pod_status(&pod);
+                    lock(&in_flight).remove(&pod.id);
+                    if tx.send(Msg::Done(i, Inspected { inspection, at })).is_err() {
                         return;
                     }
-                    continue;
-                }
-                let _ = tx.send(Msg::Started(i, Instant::now()));
-                let inspection = runtime.get_pod_status(&pod);
-                lock(&in_flight).remove(&pod.id);
-                if tx.send(Msg::Done(i, Inspected { inspection, at })).is_err() {
-                    return;
                 }
             })
         };

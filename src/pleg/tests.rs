@@ -126,11 +126,11 @@ fn failed_inspection_is_stored_and_retried() {
     pleg.relist().unwrap();
     assert!(pleg.channel().drain().is_empty());
     assert_eq!(pleg.cache().get("a").err(), Some(&"inspection error".to_owned()));
-    assert_eq!(pleg.pods_to_reinspect(), ["a"]);
+    assert_eq!(pleg.pods_to_reinspect().unwrap(), ["a"]);
     fake.failing.lock().unwrap().clear();
     pleg.relist().unwrap();
     assert_eq!(pleg.channel().drain(), [ev("a", ContainerStarted, "c")]);
-    assert!(pleg.pods_to_reinspect().is_empty());
+    assert!(pleg.pods_to_reinspect().unwrap().is_empty());
     assert_eq!(pleg.stats().reinspections, 1);
 }
 

@@ -1020,6 +1020,8 @@ impl PyGenericPLEG {
     /// Relists now and then `relist_period` after each relist ends, on the clock, in a background thread.
     fn start(&self) {
         self.inner.start();
+        let weak = Arc::downgrade(&self.inner);
+        register_loop(Box::new(move || weak.upgrade().map(|p| p.signal_stop()).is_some()));
     }
 
     /// Stops the relist loop, waiting for a relist in progress.
@@ -1064,13 +1066,15 @@ impl PyGenericPLEG {
     }
 
     /// Pods whose inspection failed and will be inspected again at the next relist.
-    fn pods_to_reinspect(&self) -> Vec<String> {
-        self.inner.pods_to_reinspect()
+    fn pods_to_reinspect(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let pleg = self.inner.clone();
+        Ok(py.detach(|| pleg.pods_to_reinspect())?)
     }
 
     /// Queues a pod for inspection at the next relist even if it did not change.
-    fn request_reinspect(&self, uid: &str) {
-        self.inner.request_reinspect(uid);
+    fn request_reinspect(&self, py: Python<'_>, uid: &str) -> PyResult<()> {
+        let pleg = self.inner.clone();
+        Ok(py.detach(|| pleg.request_reinspect(uid))?)
     }
 
     /// `Update`: a new period and threshold (seconds), used from the next wait of the loop.
@@ -1248,6 +1252,8 @@ impl PyEventedPLEG {
     /// 2-second global cache tick and, with a runtime service, the event stream.
     fn start(&self) {
         self.inner.start(self.source.clone());
+        let weak = Arc::downgrade(&self.inner);
+        register_loop(Box::new(move || weak.upgrade().map(|p| p.stop()).is_some()));
     }
 
     /// No longer in use; the loops end.
@@ -1331,6 +1337,24 @@ impl Drop for PyEventedPLEG {
     }
 }
 
+type StopFn = Box<dyn Fn() -> bool + Send>;
+
+/// Background loops to end at interpreter exit; each returns false once its PLEG is gone.
+static LOOPS: std::sync::Mutex<Vec<StopFn>> = std::sync::Mutex::new(Vec::new());
+
+fn register_loop(f: StopFn) {
+    let mut loops = LOOPS.lock().unwrap_or_else(|e| e.into_inner());
+    loops.push(f);
+}
+
+/// At exit: tells every loop still running to stop (without waiting: they may need the GIL held here), so
+/// none calls into an interpreter that is shutting down.
+#[pyfunction]
+fn stop_all_loops() {
+    let mut loops = LOOPS.lock().unwrap_or_else(|e| e.into_inner());
+    loops.retain(|stop| stop());
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPod>()?;
     m.add_class::<PyPodList>()?;
@@ -1340,5 +1364,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyGenericPLEG>()?;
     m.add_class::<PyEventedPLEG>()?;
     m.add_function(wrap_pyfunction!(diff, m)?)?;
+    let at_exit = wrap_pyfunction!(stop_all_loops, m)?;
+    m.py().import("atexit")?.call_method1("register", (at_exit,))?;
     Ok(())
 }
