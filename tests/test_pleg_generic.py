@@ -450,3 +450,69 @@ def test_failing_condition_is_raised_after_the_relist():
     # Both pods were still handled; the failing condition counts as not met.
     assert pleg.watch().drain() == [E("a", "ContainerStarted", "c"), E("b", "ContainerStarted", "c")]
     assert pleg.watch_conditions("a") == {"k": 0}
+
+
+# --- Era C: TestReinspect (pod_sync_on_reinspect=True) ---
+
+REINSPECT_CASES = [
+    # name, request, previously listed, error, pod deleted, expect call, pending after, pod sync
+    ("not previously listed, success", True, False, None, False, True, False, True),
+    ("not previously listed, failure", True, False, "fail", False, True, True, False),
+    ("already listed, success", True, True, None, False, True, False, True),
+    ("already listed, failure", True, True, "fail", False, True, True, False),
+    ("don't request", False, True, None, False, False, False, False),
+    ("pod deleted", True, True, None, True, False, False, True),
+]
+
+
+@pytest.mark.parametrize(
+    "name,requested,listed,error,deleted,expect_call,pending,pod_sync", REINSPECT_CASES, ids=[c[0] for c in REINSPECT_CASES]
+)
+def test_reinspect_era_c(name, requested, listed, error, deleted, expect_call, pending, pod_sync):
+    the_pod = pod("test-pod", name="name", namespace="ns")
+    rt = FakeRuntime([the_pod] if listed else [])
+    pleg = new_pleg(rt, pod_sync_on_reinspect=True)
+    pleg.relist()
+    rt.calls.clear()
+    if requested:
+        pleg.request_reinspect("test-pod")
+    rt.pods = [] if deleted else [the_pod]
+    status = {"id": "test-pod", "timestamp": 1}
+    fail = RuntimeError("fail")
+    rt.statuses["test-pod"] = fail if error else status
+    pleg.relist()
+    assert rt.calls == (["test-pod"] if expect_call else [])
+    assert pleg.pods_to_reinspect() == (["test-pod"] if pending else [])
+    assert pleg.watch().drain() == ([E("test-pod", "PodSync")] if pod_sync else [])
+    if deleted or not expect_call:
+        assert pleg.cache.get("test-pod") == ({"id": "test-pod"}, None)
+    elif error:
+        assert pleg.cache.get("test-pod") == (None, fail)
+    else:
+        assert pleg.cache.get("test-pod") == (status, None)
+
+
+def test_era_c_request_waits_for_its_pod_and_era_b_drops_it():
+    rt = FakeRuntime([])
+    era_c = new_pleg(rt, pod_sync_on_reinspect=True)
+    era_b = new_pleg(rt)
+    for pleg in (era_c, era_b):
+        pleg.request_reinspect("later")
+        pleg.relist()
+    assert era_c.pods_to_reinspect() == ["later"]
+    assert era_b.pods_to_reinspect() == []
+    rt.pods = [pod("later")]
+    era_c.relist()
+    assert era_c.watch().drain() == [E("later", "PodSync")]
+    assert era_c.pods_to_reinspect() == []
+
+
+def test_era_b_reinspection_finding_nothing_sends_nothing():
+    rt = FakeRuntime([pod("p", [C("c", R)])])
+    pleg = new_pleg(rt)
+    pleg.relist()
+    pleg.watch().drain()
+    pleg.request_reinspect("p")
+    pleg.relist()
+    assert rt.calls == ["p", "p"]
+    assert pleg.watch().drain() == []

@@ -371,6 +371,8 @@ class GenericPLEG:
 
     ``relist_period`` and ``relist_threshold`` default to the kubelet's 1 s and 180 s (None); the relist
     loop runs on ``clock``. ``inspect_concurrency`` and ``inspect_timeout`` go beyond the kubelet.
+    ``pod_sync_on_reinspect`` selects Kubernetes v1.36's ("Era C") reinspection: ``PodSync`` after a
+    reinspection that found no container event, requests kept until their pod is reconciled.
     """
 
     def __new__(
@@ -384,6 +386,7 @@ class GenericPLEG:
         channel_capacity: int = 1000,
         inspect_concurrency: int = 1,
         inspect_timeout: _DurationLike | None = None,
+        pod_sync_on_reinspect: bool = False,
     ) -> Self: ...
     def relist(self) -> None:
         """One relist; raises what ``get_pods()`` raised, or afterwards a malformed status or failing condition."""
@@ -408,7 +411,7 @@ class GenericPLEG:
     def pods_to_reinspect(self) -> list[str]:
         """Pods whose inspection failed, inspected again at the next relist."""
     def request_reinspect(self, uid: str) -> None:
-        """Inspects the pod at the next relist even if it did not change."""
+        """Inspects the pod at the next relist even if it did not change (``RequestReinspect``)."""
     def update(self, relist_period: _DurationLike, relist_threshold: _DurationLike) -> None:
         """A new period and threshold, used from the loop's next wait."""
     @property

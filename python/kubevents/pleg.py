@@ -52,6 +52,11 @@ Beyond the kubelet (options): ``inspect_concurrency=N`` runs the inspections of 
 inspection that has not returned, stores a ``TimeoutError`` for the pod and reinspects it later, so one hung
 call (kubernetes#94829) does not stall the relist; ``stats()`` counts relists, durations, dropped events,
 inspections, timeouts and reinspections.
+
+Era C (Kubernetes v1.36+), as an option: ``GenericPLEG(..., pod_sync_on_reinspect=True)`` makes
+``request_reinspect(uid)`` behave as ``RequestReinspect``: the request waits until the pod is reconciled,
+and a reinspection that finds no container event sends ``PodSync``. Watch conditions keep working in that
+mode (Era C removed them). The on-demand per-pod relist of Era C (``RequestRelist``) is not implemented.
 """
 
 from collections.abc import Callable, Mapping

@@ -77,6 +77,9 @@ pub struct PlegOptions {
     pub inspect_timeout: Option<Duration>,
     /// The clock is virtual (fake): the relist loop polls it instead of sleeping the period.
     pub virtual_time: bool,
+    /// Era C (Kubernetes v1.36+, `RequestReinspect`): a reinspection that finds no container event sends
+    /// `PodSync`, and a reinspection request stays queued until its pod is reconciled.
+    pub pod_sync_on_reinspect: bool,
 }
 
 impl Default for PlegOptions {
@@ -86,6 +89,7 @@ impl Default for PlegOptions {
             inspect_concurrency: 1,
             inspect_timeout: None,
             virtual_time: false,
+            pod_sync_on_reinspect: false,
         }
     }
 }
@@ -148,6 +152,7 @@ struct Work<S> {
     pod: Option<Arc<Pod>>,
     events: Vec<PodLifecycleEvent>,
     conditions: Vec<(String, u32, Condition<S>)>,
+    reinspected: bool,
 }
 
 struct Inspected<S, E> {
@@ -410,12 +415,15 @@ impl<R: Runtime> GenericPleg<R> {
         st.records.set_current(pods);
         self.cleanup_orphaned_conditions(&st.records);
 
-        let reinspect = std::mem::take(&mut st.reinspect);
+        let era_c = self.options.pod_sync_on_reinspect;
+        // Era B rebuilds the set every relist; Era C consumes an entry when its pod is reconciled.
+        let mut reinspect = if era_c { BTreeSet::new() } else { std::mem::take(&mut st.reinspect) };
+        let RelistState { records, reinspect: pending } = st;
         let mut work = Vec::new();
         {
             let conditions = lock(&self.conditions);
             let mut events = Vec::new();
-            for (pid, rec) in st.records.iter() {
+            for (pid, rec) in records.iter() {
                 diff_into(rec.old.as_deref(), rec.current.as_deref(), &mut events);
                 let conds: Vec<_> = if conditions.is_empty() {
                     Vec::new()
@@ -425,7 +433,7 @@ impl<R: Runtime> GenericPleg<R> {
                         .map(|m| m.iter().map(|(k, v)| (k.clone(), v.version, v.cond.clone())).collect())
                         .unwrap_or_default()
                 };
-                let again = reinspect.contains(pid);
+                let again = if era_c { pending.remove(pid) } else { reinspect.remove(pid) };
                 if events.is_empty() && conds.is_empty() && !again {
                     continue;
                 }
@@ -437,6 +445,7 @@ impl<R: Runtime> GenericPleg<R> {
                     pod: rec.current.clone(),
                     events: std::mem::take(&mut events),
                     conditions: conds,
+                    reinspected: again,
                 });
             }
         }
@@ -448,17 +457,21 @@ impl<R: Runtime> GenericPleg<R> {
         if self.options.inspect_concurrency > 1 || self.options.inspect_timeout.is_some() {
             let mut results = self.inspect_parallel(&work);
             for (w, r) in work.into_iter().zip(results.iter_mut()) {
-                self.commit(&mut st.records, w, r.take(), &mut needs_reinspection, &mut deferred);
+                self.commit(records, w, r.take(), &mut needs_reinspection, &mut deferred);
             }
         } else {
             for w in work {
                 let r = w.pod.as_ref().map(|p| self.inspect(p));
-                self.commit(&mut st.records, w, r, &mut needs_reinspection, &mut deferred);
+                self.commit(records, w, r, &mut needs_reinspection, &mut deferred);
             }
         }
         // After every pod is in the cache, so waiters never see a half-done relist as fresh.
         self.cache.update_time(timestamp);
-        st.reinspect = needs_reinspection;
+        if era_c {
+            pending.append(&mut needs_reinspection);
+        } else {
+            *pending = needs_reinspection;
+        }
         deferred.map_or(Ok(()), Err)
     }
 
@@ -634,6 +647,10 @@ impl<R: Runtime> GenericPleg<R> {
             return;
         }
         let mut events = w.events;
+        if self.options.pod_sync_on_reinspect && w.reinspected && events.is_empty() {
+            // A full reinspection always ends in a pod sync (Era C).
+            events.push(PodLifecycleEvent { id: w.pid.clone(), kind: EventType::PodSync, data: None });
+        }
         if let Some(s) = status.as_ref() {
             let mut completed = Vec::new();
             for (key, version, cond) in &w.conditions {

@@ -950,7 +950,7 @@ pub struct PyGenericPLEG {
 #[pymethods]
 impl PyGenericPLEG {
     #[new]
-    #[pyo3(signature = (runtime, *, cache, clock=None, relist_period=None, relist_threshold=None, channel_capacity=1000, inspect_concurrency=1, inspect_timeout=None))]
+    #[pyo3(signature = (runtime, *, cache, clock=None, relist_period=None, relist_threshold=None, channel_capacity=1000, inspect_concurrency=1, inspect_timeout=None, pod_sync_on_reinspect=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -962,6 +962,7 @@ impl PyGenericPLEG {
         channel_capacity: i64,
         inspect_concurrency: i64,
         inspect_timeout: Option<&Bound<'_, PyAny>>,
+        pod_sync_on_reinspect: bool,
     ) -> PyResult<Self> {
         for m in ["get_pods", "get_pod_status"] {
             if !runtime.bind(py).hasattr(m)? {
@@ -985,6 +986,7 @@ impl PyGenericPLEG {
             options.duration.threshold = seconds_arg(t, "relist_threshold", false)?;
         }
         options.inspect_concurrency = inspect_concurrency as usize;
+        options.pod_sync_on_reinspect = pod_sync_on_reinspect;
         options.inspect_timeout = match inspect_timeout.filter(|t| !t.is_none()) {
             Some(t) => Some(Duration::from_nanos(seconds_arg(t, "inspect_timeout", true)? as u64)),
             None => None,
@@ -1071,7 +1073,8 @@ impl PyGenericPLEG {
         Ok(py.detach(|| pleg.pods_to_reinspect())?)
     }
 
-    /// Queues a pod for inspection at the next relist even if it did not change.
+    /// Queues a pod for inspection at the next relist even if it did not change (Go's tests write
+    /// `podsToReinspect`; with `pod_sync_on_reinspect` this is Era C's `RequestReinspect`).
     fn request_reinspect(&self, py: Python<'_>, uid: &str) -> PyResult<()> {
         let pleg = self.inner.clone();
         Ok(py.detach(|| pleg.request_reinspect(uid))?)
