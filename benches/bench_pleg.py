@@ -108,7 +108,10 @@ def main() -> None:
 
     # The shape of kubernetes#93886 (360 pods): every pod new, so every pod is inspected in one relist, and
     # each inspection is slow (a sleep, which releases the GIL as a runtime call would).
-    few = [(f"pod-{p}", f"p{p}", "default", [(f"c{p}-{c}", "running") for c in range(2)], [(f"s{p}", "running")]) for p in range(360)]
+    few = [
+        (f"pod-{p}", f"p{p}", "default", [(f"c{p}-0", "running"), (f"c{p}-1", "running")], [(f"s{p}", "running")])
+        for p in range(360)
+    ]
     delay = 0.002
     for conc in (1, 8, 32):
         rt = Runtime([[], few], inspect_delay=delay)

@@ -14,7 +14,13 @@ def C(cid: str, state: str) -> dict[str, str]:
 
 
 def pod(pid: str, containers=(), sandboxes=(), name: str = "", namespace: str = "") -> dict[str, Any]:
-    return {"id": pid, "name": name, "namespace": namespace, "containers": list(containers), "sandboxes": list(sandboxes)}
+    return {
+        "id": pid,
+        "name": name,
+        "namespace": namespace,
+        "containers": list(containers),
+        "sandboxes": list(sandboxes),
+    }
 
 
 def E(pid: str, kind: str, data: str | None = None) -> PodLifecycleEvent:

@@ -235,3 +235,20 @@ def test_needs_an_evented_cache_and_valid_events():
         evented.process_events([cri("STARTED", at="now")])
     with pytest.raises(ValueError, match=r'events\[0\]: missing "pod_status"'):
         evented.process_events([{"container_id": "c", "type": "STARTED", "created_at": 1}])
+
+
+def test_update_running_pod_metric():
+    """TestUpdateRunningPodMetric: the sandbox counts as running when the container status with its id runs."""
+    _, evented = make()
+
+    def status(pid, state):
+        return {"id": pid, "sandbox_statuses": [{"id": pid}], "container_statuses": [{"id": pid, "state": state}]}
+
+    def event(kind, i, at, state):
+        pid = f"test-pod-{i}"
+        return cri(kind, cid=pid, uid=pid, at=at, status=status(pid, state))
+
+    evented.process_events(event("STARTED", i, 1, "running") for i in range(5))
+    assert evented.stats()["running_pods"] == 5
+    evented.process_events(event("STOPPED", i, 2, "exited") for i in range(2))
+    assert evented.stats()["running_pods"] == 3

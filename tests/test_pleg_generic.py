@@ -362,7 +362,9 @@ WATCH_CASES = [
 
 
 @pytest.mark.parametrize(
-    "name,uid,conditions,incr,expect_evaluated,expect_removed,expect_remaining", WATCH_CASES, ids=[c[0] for c in WATCH_CASES]
+    "name,uid,conditions,incr,expect_evaluated,expect_removed,expect_remaining",
+    WATCH_CASES,
+    ids=[c[0] for c in WATCH_CASES],
 )
 def test_watch_conditions(name, uid, conditions, incr, expect_evaluated, expect_removed, expect_remaining):
     rt = FakeRuntime(WC_INITIAL)
@@ -466,7 +468,9 @@ REINSPECT_CASES = [
 
 
 @pytest.mark.parametrize(
-    "name,requested,listed,error,deleted,expect_call,pending,pod_sync", REINSPECT_CASES, ids=[c[0] for c in REINSPECT_CASES]
+    "name,requested,listed,error,deleted,expect_call,pending,pod_sync",
+    REINSPECT_CASES,
+    ids=[c[0] for c in REINSPECT_CASES],
 )
 def test_reinspect_era_c(name, requested, listed, error, deleted, expect_call, pending, pod_sync):
     the_pod = pod("test-pod", name="name", namespace="ns")

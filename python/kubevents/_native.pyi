@@ -439,6 +439,7 @@ class _EventedStats(TypedDict):
     events_sent: int
     stream_failures: int
     fell_back: bool
+    running_pods: int
 
 @final
 class EventedPLEG:
@@ -484,4 +485,5 @@ class EventedPLEG:
     def last_error(self) -> str | None:
         """The last stream error."""
     def stats(self) -> _EventedStats:
-        """Counters: events received, ignored, rejected, sent; stream failures; whether it fell back."""
+        """Counters: events received, ignored, rejected, sent; stream failures; whether it fell back; the
+        running-pod count moved by each event's sandbox state (``kubelet_running_pods``)."""

@@ -3,7 +3,7 @@
 //! shared event channel. While it is in use the generic relist slows to 300 s (threshold 10 min); after
 //! `max_stream_retries` stream failures it stops and the generic PLEG goes back to 1 s / 3 min.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::generic::{GenericPleg, RelistDuration, Runtime, RELIST_PERIOD, RELIST_THRESHOLD};
@@ -89,6 +89,8 @@ pub struct EventedStats {
     pub events_sent: u64,
     pub stream_failures: u64,
     pub fell_back: bool,
+    /// `kubelet_running_pods` as the evented path keeps it: moved by each event's sandbox state.
+    pub running_pods: i64,
 }
 
 #[derive(Default)]
@@ -99,6 +101,7 @@ struct Counters {
     sent: AtomicU64,
     failures: AtomicU64,
     fell_back: AtomicU64,
+    running_pods: AtomicI64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -155,6 +158,7 @@ impl<R: Runtime> EventedPleg<R> {
             events_sent: g(&c.sent),
             stream_failures: g(&c.failures),
             fell_back: c.fell_back.load(Ordering::Acquire) > 0,
+            running_pods: c.running_pods.load(Ordering::Relaxed),
         }
     }
 
@@ -180,6 +184,7 @@ impl<R: Runtime> EventedPleg<R> {
             return 0;
         };
         let status = self.pod_ips(&pid, ev.status);
+        self.update_running_pods(&pid, &status);
         let send = if ev.kind == CriEventType::Deleted {
             // The runtime removed the container; the cache forgets the pod only when it was the sandbox.
             if status.has_sandbox(&ev.container_id) {
@@ -209,6 +214,18 @@ impl<R: Runtime> EventedPleg<R> {
         }
         self.counters.sent.fetch_add(sent as u64, Ordering::Relaxed);
         sent
+    }
+
+    /// `updateRunningPodMetric`: a pod the cache has no sandbox for counts when its sandbox runs; otherwise
+    /// the count follows the change of the sandbox state.
+    fn update_running_pods(&self, pid: &str, status: &R::Status) {
+        let now = status.sandbox_running();
+        let cached = self.generic.cache().get(pid);
+        let delta = match cached.status().filter(|c| c.has_sandboxes()) {
+            None => i64::from(now),
+            Some(old) => i64::from(now) - i64::from(old.sandbox_running()),
+        };
+        self.counters.running_pods.fetch_add(delta, Ordering::Relaxed);
     }
 
     /// The evented copy of `getPodIPs` (identical to the generic one).

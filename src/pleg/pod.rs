@@ -131,6 +131,10 @@ pub trait StatusView: Clone + Send + Sync + 'static {
     fn has_sandbox(&self, id: &str) -> bool;
     /// The runtime's timestamp for the status, if it gave one.
     fn timestamp(&self) -> Option<Time>;
+    /// Whether there is any sandbox status at all.
+    fn has_sandboxes(&self) -> bool;
+    /// `getPodSandboxState == running`: the container status whose id is the first sandbox's is running.
+    fn sandbox_running(&self) -> bool;
     /// The same status with other IPs.
     fn with_ips(&self, ips: Vec<String>) -> Self;
 }
@@ -143,6 +147,8 @@ pub struct BasicStatus {
     /// (sandbox id, ready)
     pub sandboxes: Vec<(String, bool)>,
     pub timestamp: Option<Time>,
+    /// Ids of the running container statuses.
+    pub running: Vec<String>,
 }
 
 impl StatusView for BasicStatus {
@@ -157,6 +163,13 @@ impl StatusView for BasicStatus {
     }
     fn timestamp(&self) -> Option<Time> {
         self.timestamp
+    }
+    fn has_sandboxes(&self) -> bool {
+        !self.sandboxes.is_empty()
+    }
+    fn sandbox_running(&self) -> bool {
+        let first = self.sandboxes.first().map_or("", |(id, _)| id.as_str());
+        self.running.iter().any(|c| c == first)
     }
     fn with_ips(&self, ips: Vec<String>) -> Self {
         BasicStatus { ips, ..self.clone() }

@@ -252,6 +252,33 @@ fn evented_mapping_and_stale_events() {
 }
 
 #[test]
+fn evented_running_pod_count() {
+    let (_, _, generic) = new_pleg(PlegOptions::default(), true);
+    let evented = EventedPleg::new(generic, EventedOptions::default()).unwrap();
+    let status = |pid: &str, running: bool| BasicStatus {
+        id: pid.into(),
+        sandboxes: vec![(pid.into(), false)],
+        running: if running { vec![pid.into()] } else { vec![] },
+        ..Default::default()
+    };
+    let event = |pid: &str, at: i64, running: bool| CriEvent {
+        container_id: pid.into(),
+        pod_uid: Some(pid.into()),
+        kind: CriEventType::Started,
+        created_at: Time(at),
+        status: status(pid, running),
+    };
+    for i in 0..5 {
+        evented.process_event(event(&format!("test-pod-{i}"), 1, true));
+    }
+    assert_eq!(evented.stats().running_pods, 5);
+    for i in 0..2 {
+        evented.process_event(event(&format!("test-pod-{i}"), 2, false));
+    }
+    assert_eq!(evented.stats().running_pods, 3);
+}
+
+#[test]
 fn evented_needs_an_evented_cache() {
     let (_, _, generic) = new_pleg(PlegOptions::default(), false);
     assert!(EventedPleg::new(generic, EventedOptions::default()).is_err());

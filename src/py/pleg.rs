@@ -439,6 +439,7 @@ struct StatusInner {
     ready: bool,
     sandboxes: Vec<String>,
     timestamp: Option<Time>,
+    sandbox_running: bool,
 }
 
 /// A status dict with the fields the PLEG reads parsed once.
@@ -446,7 +447,8 @@ struct StatusInner {
 pub struct PyStatus(Arc<StatusInner>);
 
 impl PyStatus {
-    /// Reads `ips`, `sandbox_statuses` (`id`, `state` SANDBOX_READY / SANDBOX_NOTREADY) and `timestamp`.
+    /// Reads `ips`, `sandbox_statuses` (`id`, `state` SANDBOX_READY / SANDBOX_NOTREADY), `timestamp`, and the
+    /// state of the `container_statuses` entry whose `id` is the first sandbox's.
     fn from_py(v: &Bound<'_, PyAny>, path: &str) -> PyResult<Self> {
         let d = v
             .cast::<PyDict>()
@@ -495,7 +497,22 @@ impl PyStatus {
             }
         }
         let timestamp = dict_get(d, "timestamp")?.map(|t| to_time(&t, &format!("{path}.timestamp"))).transpose()?;
-        Ok(PyStatus(Arc::new(StatusInner { obj: v.clone().unbind(), ips, ready, sandboxes, timestamp })))
+        // `getPodSandboxState`: only the container status carrying the first sandbox's id matters.
+        let mut sandbox_running = false;
+        if let Some(first) = sandboxes.first() {
+            if let Some(l) = dict_get(d, "container_statuses")? {
+                for c in l.try_iter()? {
+                    let c = c?;
+                    let Ok(cd) = c.cast::<PyDict>() else { continue };
+                    let is_sandbox = dict_get(cd, "id")?.is_some_and(|id| same_str(&id, first));
+                    if is_sandbox && dict_get(cd, "state")?.is_some_and(|st| same_str(&st, "running")) {
+                        sandbox_running = true;
+                    }
+                }
+            }
+        }
+        let obj = v.clone().unbind();
+        Ok(PyStatus(Arc::new(StatusInner { obj, ips, ready, sandboxes, timestamp, sandbox_running })))
     }
 
     fn object<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
@@ -516,6 +533,12 @@ impl StatusView for PyStatus {
     fn timestamp(&self) -> Option<Time> {
         self.0.timestamp
     }
+    fn has_sandboxes(&self) -> bool {
+        !self.0.sandboxes.is_empty()
+    }
+    fn sandbox_running(&self) -> bool {
+        self.0.sandbox_running
+    }
     /// A shallow copy of the dict with the other IPs: the caller's dict is left alone.
     fn with_ips(&self, ips: Vec<String>) -> Self {
         let obj = Python::attach(|py| -> PyResult<Py<PyAny>> {
@@ -530,6 +553,7 @@ impl StatusView for PyStatus {
             ready: self.0.ready,
             sandboxes: self.0.sandboxes.clone(),
             timestamp: self.0.timestamp,
+            sandbox_running: self.0.sandbox_running,
         }))
     }
 }
@@ -1316,7 +1340,7 @@ impl PyEventedPLEG {
     }
 
     /// Counters: events received, ignored (no sandbox metadata), rejected (older than the cache), sent;
-    /// stream failures; whether it fell back to generic relisting.
+    /// stream failures; whether it fell back to generic relisting; running pods (`kubelet_running_pods`).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.inner.stats();
         let d = PyDict::new(py);
@@ -1326,6 +1350,7 @@ impl PyEventedPLEG {
         d.set_item("events_sent", s.events_sent)?;
         d.set_item("stream_failures", s.stream_failures)?;
         d.set_item("fell_back", s.fell_back)?;
+        d.set_item("running_pods", s.running_pods)?;
         Ok(d)
     }
 
