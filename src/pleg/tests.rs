@@ -164,7 +164,7 @@ fn watch_condition_emits_one_condition_met() {
 fn a_hung_inspection_does_not_stall_the_relist() {
     let options = PlegOptions {
         inspect_concurrency: 2,
-        inspect_timeout: Some(Duration::from_millis(20)),
+        inspect_timeout: Some(Duration::from_millis(500)),
         ..PlegOptions::default()
     };
     let (fake, _, pleg) = new_pleg(options, false);
