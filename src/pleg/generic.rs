@@ -268,10 +268,6 @@ impl<R: Runtime> GenericPleg<R> {
         })
     }
 
-    pub fn runtime(&self) -> &R {
-        &self.runtime
-    }
-
     pub fn cache(&self) -> &Arc<PodCache<R::Status, R::Error>> {
         &self.cache
     }
