@@ -22,3 +22,5 @@ pub mod broadcaster;
 pub mod pipeline;
 pub mod reference;
 pub mod sink;
+// --- PLEG (the kubelet's pod lifecycle event generator and pod status cache) ---
+pub mod pleg;

@@ -12,6 +12,8 @@ mod reference;
 mod sink;
 // events.k8s.io/v1 recording
 mod series;
+// --- PLEG ---
+mod pleg;
 
 use pyo3::prelude::*;
 
@@ -39,5 +41,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(series::truncate_note, m)?)?;
     m.add_function(wrap_pyfunction!(series::series_patch, m)?)?;
     m.add("DEFAULT_EVENTS_V1_CACHE_SIZE", crate::series::DEFAULT_CACHE_SIZE)?;
+    // --- PLEG ---
+    pleg::register(m)?;
     Ok(())
 }

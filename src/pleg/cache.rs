@@ -1,0 +1,375 @@
+//! The kubelet's pod status cache (`kubecontainer.Cache`): the latest status (and inspection error) per pod,
+//! a global timestamp saying how fresh the whole cache is, and `GetNewerThan` waiters.
+//!
+//! The comparisons are Go's, asymmetric on purpose: an immediate answer needs data strictly newer than the
+//! asked time, while a notification fires when the triggering time is at least the asked time.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::time::Time;
+
+/// One cache entry (`data`): the status and error as stored, and when it was modified.
+#[derive(Debug)]
+pub struct Entry<S, E> {
+    pub status: Option<S>,
+    pub err: Option<E>,
+    pub modified: Time,
+}
+
+/// A read: a stored entry, or `Missing` (Go's default `&PodStatus{ID: id}` with no error).
+#[derive(Debug)]
+pub enum Lookup<S, E> {
+    Missing,
+    Found(Arc<Entry<S, E>>),
+}
+
+impl<S, E> Clone for Lookup<S, E> {
+    fn clone(&self) -> Self {
+        match self {
+            Lookup::Missing => Lookup::Missing,
+            Lookup::Found(e) => Lookup::Found(e.clone()),
+        }
+    }
+}
+
+impl<S, E> Lookup<S, E> {
+    pub fn status(&self) -> Option<&S> {
+        match self {
+            Lookup::Found(e) => e.status.as_ref(),
+            Lookup::Missing => None,
+        }
+    }
+
+    pub fn err(&self) -> Option<&E> {
+        match self {
+            Lookup::Found(e) => e.err.as_ref(),
+            Lookup::Missing => None,
+        }
+    }
+}
+
+/// A one-shot slot a blocking `get_newer_than` waits on.
+pub struct Slot<S, E> {
+    value: Mutex<Option<Lookup<S, E>>>,
+    cv: Condvar,
+}
+
+impl<S, E> Slot<S, E> {
+    fn new() -> Self {
+        Slot { value: Mutex::new(None), cv: Condvar::new() }
+    }
+
+    fn fill(&self, v: Lookup<S, E>) {
+        *self.value.lock().unwrap_or_else(|e| e.into_inner()) = Some(v);
+        self.cv.notify_all();
+    }
+
+    /// Waits up to `timeout` for the value.
+    pub fn wait(&self, timeout: Duration) -> Option<Lookup<S, E>> {
+        let deadline = Instant::now() + timeout;
+        let mut v = self.value.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(x) = v.take() {
+                return Some(x);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            v = self.cv.wait_timeout(v, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+}
+
+type Callback<S, E> = Box<dyn FnOnce(Lookup<S, E>) + Send>;
+
+/// Who waits for a pod's status to become fresh enough.
+pub enum Waiter<S, E> {
+    Slot(Arc<Slot<S, E>>),
+    Callback(Callback<S, E>),
+}
+
+impl<S, E> Waiter<S, E> {
+    fn deliver(self, v: Lookup<S, E>) {
+        match self {
+            Waiter::Slot(s) => s.fill(v),
+            Waiter::Callback(cb) => cb(v),
+        }
+    }
+}
+
+struct Sub<S, E> {
+    time: Time,
+    waiter: Waiter<S, E>,
+}
+
+struct Inner<S, E> {
+    pods: HashMap<String, Arc<Entry<S, E>>>,
+    timestamp: Option<Time>,
+    subscribers: HashMap<String, Vec<Sub<S, E>>>,
+}
+
+type Deliveries<S, E> = Vec<(Waiter<S, E>, Lookup<S, E>)>;
+
+pub struct PodCache<S, E> {
+    inner: Mutex<Inner<S, E>>,
+    evented: bool,
+}
+
+impl<S, E> PodCache<S, E> {
+    /// `evented`: the EventedPLEG rule, under which `set` rejects data older than the entry it would replace.
+    pub fn new(evented: bool) -> Self {
+        PodCache {
+            inner: Mutex::new(Inner { pods: HashMap::new(), timestamp: None, subscribers: HashMap::new() }),
+            evented,
+        }
+    }
+
+    pub fn evented(&self) -> bool {
+        self.evented
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner<S, E>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn get(&self, id: &str) -> Lookup<S, E> {
+        get(&self.lock(), id)
+    }
+
+    /// Stores status and error with `timestamp` as the modification time; false when the evented rule
+    /// rejects it (the entry is strictly newer). Wakes the pod's satisfied waiters.
+    pub fn set(&self, id: &str, status: Option<S>, err: Option<E>, timestamp: Time) -> bool {
+        let deliveries = {
+            let mut inner = self.lock();
+            if self.evented && inner.pods.get(id).is_some_and(|d| d.modified > timestamp) {
+                return false;
+            }
+            inner.pods.insert(id.to_owned(), Arc::new(Entry { status, err, modified: timestamp }));
+            let mut out = Vec::new();
+            notify(&mut inner, id, timestamp, &mut out);
+            out
+        };
+        deliver(deliveries);
+        true
+    }
+
+    /// Removes the entry; waiters are not woken (as in Go).
+    pub fn delete(&self, id: &str) {
+        self.lock().pods.remove(id);
+    }
+
+    /// Sets the global timestamp (not monotonic: an older time overwrites) and wakes satisfied waiters.
+    pub fn update_time(&self, timestamp: Time) {
+        let deliveries = {
+            let mut inner = self.lock();
+            inner.timestamp = Some(timestamp);
+            let ids: Vec<String> = inner.subscribers.keys().cloned().collect();
+            let mut out = Vec::new();
+            for id in ids {
+                notify(&mut inner, &id, timestamp, &mut out);
+            }
+            out
+        };
+        deliver(deliveries);
+    }
+
+    pub fn timestamp(&self) -> Option<Time> {
+        self.lock().timestamp
+    }
+
+    /// `getIfNewerThan`: the data if strictly newer than `min` (or the global timestamp is), else None.
+    pub fn get_if_newer_than(&self, id: &str, min: Time) -> Option<Lookup<S, E>> {
+        get_if_newer_than(&self.lock(), id, min)
+    }
+
+    /// `subscribe`: delivers to `waiter` now if the data is ready, otherwise on a later `set`/`update_time`.
+    pub fn subscribe(&self, id: &str, min: Time, waiter: Waiter<S, E>) {
+        let ready = {
+            let mut inner = self.lock();
+            match get_if_newer_than(&inner, id, min) {
+                Some(d) => Some((waiter, d)),
+                None => {
+                    inner.subscribers.entry(id.to_owned()).or_default().push(Sub { time: min, waiter });
+                    None
+                }
+            }
+        };
+        if let Some((w, d)) = ready {
+            w.deliver(d);
+        }
+    }
+
+    /// Subscribes a slot to wait on (see `Slot::wait`); give it back with `unsubscribe` if you stop waiting.
+    pub fn subscribe_slot(&self, id: &str, min: Time) -> Arc<Slot<S, E>> {
+        let slot = Arc::new(Slot::new());
+        self.subscribe(id, min, Waiter::Slot(slot.clone()));
+        slot
+    }
+
+    /// Drops a slot's subscription (after a timeout), so abandoned waits do not pile up.
+    pub fn unsubscribe(&self, id: &str, slot: &Arc<Slot<S, E>>) {
+        let mut inner = self.lock();
+        if let Some(list) = inner.subscribers.get_mut(id) {
+            list.retain(|s| !matches!(&s.waiter, Waiter::Slot(x) if Arc::ptr_eq(x, slot)));
+            if list.is_empty() {
+                inner.subscribers.remove(id);
+            }
+        }
+    }
+
+    /// `GetNewerThan` with an optional timeout: None when it ran out.
+    pub fn get_newer_than(&self, id: &str, min: Time, timeout: Option<Duration>) -> Option<Lookup<S, E>> {
+        let slot = self.subscribe_slot(id, min);
+        let got = match timeout {
+            Some(t) => slot.wait(t),
+            None => loop {
+                if let Some(v) = slot.wait(Duration::from_secs(3600)) {
+                    break Some(v);
+                }
+            },
+        };
+        if got.is_none() {
+            self.unsubscribe(id, &slot);
+            // A delivery may have raced the timeout.
+            return slot.wait(Duration::ZERO);
+        }
+        got
+    }
+
+    /// Number of waiters, for tests and stats.
+    pub fn waiters(&self) -> usize {
+        self.lock().subscribers.values().map(Vec::len).sum()
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().pods.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn get<S, E>(inner: &Inner<S, E>, id: &str) -> Lookup<S, E> {
+    inner.pods.get(id).map_or(Lookup::Missing, |d| Lookup::Found(d.clone()))
+}
+
+fn get_if_newer_than<S, E>(inner: &Inner<S, E>, id: &str, min: Time) -> Option<Lookup<S, E>> {
+    let global_newer = inner.timestamp.is_some_and(|t| t > min);
+    match inner.pods.get(id) {
+        None if global_newer => Some(Lookup::Missing),
+        Some(d) if d.modified > min || global_newer => Some(Lookup::Found(d.clone())),
+        _ => None,
+    }
+}
+
+/// `notify`: waiters whose time is not after `timestamp` get the current data (in FIFO order).
+fn notify<S, E>(inner: &mut Inner<S, E>, id: &str, timestamp: Time, out: &mut Deliveries<S, E>) {
+    let Some(list) = inner.subscribers.remove(id) else { return };
+    let mut keep = Vec::new();
+    for sub in list {
+        if timestamp < sub.time {
+            keep.push(sub);
+        } else {
+            out.push((sub.waiter, get(inner, id)));
+        }
+    }
+    if !keep.is_empty() {
+        inner.subscribers.insert(id.to_owned(), keep);
+    }
+}
+
+/// Outside the lock: a callback may take the GIL or read the cache.
+fn deliver<S, E>(d: Deliveries<S, E>) {
+    for (w, v) in d {
+        w.deliver(v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type C = PodCache<&'static str, &'static str>;
+    const S: i64 = 1_000_000_000;
+
+    #[test]
+    fn not_initialized_blocks() {
+        let c = C::new(false);
+        assert!(c.get_if_newer_than("1234", Time(0)).is_none());
+    }
+
+    #[test]
+    fn get_if_newer_than_when_pod_exists() {
+        let t = Time(100 * S);
+        for (cache_time, modified, want) in [
+            (t.0 + S, t.0, true),
+            (t.0 + S, t.0 - 10 * S, true),
+            (t.0 - S, t.0 + 3 * S, true),
+            (t.0 - S, t.0 - S, false),
+        ] {
+            let c = C::new(false);
+            c.update_time(Time(cache_time));
+            c.set("p", Some("s"), None, Time(modified));
+            assert_eq!(c.get_if_newer_than("p", t).is_some(), want, "{cache_time} {modified}");
+        }
+    }
+
+    #[test]
+    fn missing_pod_follows_the_global_timestamp() {
+        let c = C::new(false);
+        c.update_time(Time(10 * S));
+        assert!(matches!(c.get_if_newer_than("1234", Time(9 * S)), Some(Lookup::Missing)));
+        assert!(c.get_if_newer_than("1234", Time(11 * S)).is_none());
+    }
+
+    #[test]
+    fn set_get_delete() {
+        let c = C::new(false);
+        assert!(c.set("p", Some("s"), Some("unable to get status"), Time(0)));
+        assert_eq!(c.get("p").status(), Some(&"s"));
+        assert_eq!(c.get("p").err(), Some(&"unable to get status"));
+        c.delete("p");
+        assert!(matches!(c.get("p"), Lookup::Missing));
+    }
+
+    #[test]
+    fn evented_rule_rejects_only_strictly_older() {
+        let c = C::new(true);
+        assert!(c.set("p", Some("a"), None, Time(10)));
+        assert!(!c.set("p", Some("b"), None, Time(9)));
+        assert!(c.set("p", Some("c"), None, Time(10)));
+        assert_eq!(c.get("p").status(), Some(&"c"));
+        let plain = C::new(false);
+        plain.set("p", Some("a"), None, Time(10));
+        assert!(plain.set("p", Some("b"), None, Time(9)));
+    }
+
+    #[test]
+    fn notification_fires_at_equal_time() {
+        let c = Arc::new(C::new(false));
+        c.update_time(Time(10 * S));
+        let slot = c.subscribe_slot("p", Time(11 * S));
+        assert!(slot.wait(Duration::ZERO).is_none());
+        c.set("p", Some("s"), None, Time(11 * S));
+        assert_eq!(slot.wait(Duration::ZERO).unwrap().status(), Some(&"s"));
+        let slot2 = c.subscribe_slot("p2", Time(11 * S));
+        assert!(slot2.wait(Duration::ZERO).is_none());
+        c.update_time(Time(12 * S));
+        assert!(matches!(slot2.wait(Duration::ZERO), Some(Lookup::Missing)));
+        assert_eq!(c.waiters(), 0);
+    }
+
+    #[test]
+    fn delete_does_not_notify_and_timeouts_unsubscribe() {
+        let c = C::new(false);
+        let slot = c.subscribe_slot("p", Time(5));
+        c.delete("p");
+        assert!(slot.wait(Duration::ZERO).is_none());
+        assert!(c.get_newer_than("q", Time(5), Some(Duration::from_millis(1))).is_none());
+        assert_eq!(c.waiters(), 1);
+    }
+}

@@ -1,0 +1,330 @@
+//! EventedPLEG (`pkg/kubelet/pleg/evented.go`, the v1.32–v1.35 version that writes the cache and emits
+//! events): CRI container events go into the pod status cache and, when the cache takes them, onto the
+//! shared event channel. While it is in use the generic relist slows to 300 s (threshold 10 min); after
+//! `max_stream_retries` stream failures it stops and the generic PLEG goes back to 1 s / 3 min.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::generic::{GenericPleg, RelistDuration, Runtime, RELIST_PERIOD, RELIST_THRESHOLD};
+use super::pod::{EventType, PodLifecycleEvent, StatusView};
+use super::ticker::Stop;
+use crate::error::Error;
+use crate::time::{Time, NANOS_PER_SECOND};
+
+/// `eventedPlegRelistPeriod`, `eventedPlegRelistThreshold`, `eventedPlegMaxStreamRetries`,
+/// `globalCacheUpdatePeriod` (2 s in this era).
+pub const EVENTED_RELIST_PERIOD: i64 = 300 * NANOS_PER_SECOND;
+pub const EVENTED_RELIST_THRESHOLD: i64 = 600 * NANOS_PER_SECOND;
+pub const MAX_STREAM_RETRIES: u32 = 5;
+pub const CACHE_UPDATE_PERIOD: i64 = 2 * NANOS_PER_SECOND;
+
+/// `runtimeapi.ContainerEventType`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CriEventType {
+    Created,
+    Started,
+    Stopped,
+    Deleted,
+}
+
+impl CriEventType {
+    /// Accepts the CRI names (`CONTAINER_STARTED_EVENT`), their short forms (`STARTED`) and enum values 0–3.
+    pub fn parse(s: &str) -> Option<Self> {
+        let s = s.strip_prefix("CONTAINER_").unwrap_or(s);
+        let s = s.strip_suffix("_EVENT").unwrap_or(s);
+        Some(match s {
+            "CREATED" | "0" => CriEventType::Created,
+            "STARTED" | "1" => CriEventType::Started,
+            "STOPPED" | "2" => CriEventType::Stopped,
+            "DELETED" | "3" => CriEventType::Deleted,
+            _ => return None,
+        })
+    }
+}
+
+/// A `ContainerEventResponse`, with the pod status the runtime generates from it.
+#[derive(Clone, Debug)]
+pub struct CriEvent<S> {
+    pub container_id: String,
+    /// The sandbox metadata's pod UID; None when the runtime sent no sandbox metadata (the event is ignored).
+    pub pod_uid: Option<String>,
+    pub kind: CriEventType,
+    pub created_at: Time,
+    pub status: S,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct EventedOptions {
+    pub max_stream_retries: u32,
+    /// The generic PLEG's period and threshold while evented is in use.
+    pub relist: RelistDuration,
+    /// What the generic PLEG returns to after the stream failed for good.
+    pub fallback: RelistDuration,
+    pub cache_update_period: i64,
+}
+
+impl Default for EventedOptions {
+    fn default() -> Self {
+        EventedOptions {
+            max_stream_retries: MAX_STREAM_RETRIES,
+            relist: RelistDuration { period: EVENTED_RELIST_PERIOD, threshold: EVENTED_RELIST_THRESHOLD },
+            fallback: RelistDuration { period: RELIST_PERIOD, threshold: RELIST_THRESHOLD },
+            cache_update_period: CACHE_UPDATE_PERIOD,
+        }
+    }
+}
+
+/// Where CRI events come from: `stream` feeds `sink` until the stream ends or fails. `sink` returns false when
+/// the evented PLEG was stopped and no more events are wanted.
+pub trait EventSource<S>: Send + Sync + 'static {
+    fn stream(&self, sink: &mut dyn FnMut(CriEvent<S>) -> bool) -> Result<(), Error>;
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventedStats {
+    pub events_received: u64,
+    pub events_ignored: u64,
+    pub events_rejected: u64,
+    pub events_sent: u64,
+    pub stream_failures: u64,
+    pub fell_back: bool,
+    /// `kubelet_running_pods` as the evented path keeps it: moved by each event's sandbox state.
+    pub running_pods: i64,
+}
+
+#[derive(Default)]
+struct Counters {
+    received: AtomicU64,
+    ignored: AtomicU64,
+    rejected: AtomicU64,
+    sent: AtomicU64,
+    failures: AtomicU64,
+    fell_back: AtomicU64,
+    running_pods: AtomicI64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub struct EventedPleg<R: Runtime> {
+    generic: Arc<GenericPleg<R>>,
+    options: EventedOptions,
+    counters: Counters,
+    stop: Mutex<Option<Arc<Stop>>>,
+    last_error: Mutex<Option<String>>,
+}
+
+impl<R: Runtime> EventedPleg<R> {
+    /// Turns on the EventedPLEG gate for `generic` and slows its relist, as the kubelet does when the gate is
+    /// on. The cache must apply the evented rule.
+    pub fn new(generic: Arc<GenericPleg<R>>, options: EventedOptions) -> Result<Self, Error> {
+        if !generic.cache().evented() {
+            return Err(Error::Option(
+                "EventedPLEG needs a cache with the evented rule (PodCache(evented=True)) shared with the generic PLEG"
+                    .into(),
+            ));
+        }
+        if options.cache_update_period <= 0 {
+            return Err(Error::Option("cache_update_period must be > 0".into()));
+        }
+        generic.set_evented_gate(true);
+        generic.update(options.relist);
+        Ok(EventedPleg {
+            generic,
+            options,
+            counters: Counters::default(),
+            stop: Mutex::new(None),
+            last_error: Mutex::new(None),
+        })
+    }
+
+    pub fn generic(&self) -> &Arc<GenericPleg<R>> {
+        &self.generic
+    }
+
+    pub fn in_use(&self) -> bool {
+        self.generic.evented_in_use()
+    }
+
+    pub fn stats(&self) -> EventedStats {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let c = &self.counters;
+        EventedStats {
+            events_received: g(&c.received),
+            events_ignored: g(&c.ignored),
+            events_rejected: g(&c.rejected),
+            events_sent: g(&c.sent),
+            stream_failures: g(&c.failures),
+            fell_back: c.fell_back.load(Ordering::Acquire) > 0,
+            running_pods: c.running_pods.load(Ordering::Relaxed),
+        }
+    }
+
+    pub fn last_error(&self) -> Option<String> {
+        lock(&self.last_error).clone()
+    }
+
+    /// `Healthy`: unhealthy only while the event channel is full.
+    pub fn healthy(&self) -> (bool, Option<String>) {
+        let ch = self.generic.channel();
+        let n = ch.len();
+        if n >= ch.capacity() {
+            return (false, Some(format!("EventedPLEG: pleg event channel capacity is full with {n} events")));
+        }
+        (true, None)
+    }
+
+    /// `processCRIEvents` for one event: returns the PLEG events sent.
+    pub fn process_event(&self, ev: CriEvent<R::Status>) -> usize {
+        self.counters.received.fetch_add(1, Ordering::Relaxed);
+        let Some(pid) = ev.pod_uid.clone() else {
+            self.counters.ignored.fetch_add(1, Ordering::Relaxed);
+            return 0;
+        };
+        let status = self.pod_ips(&pid, ev.status);
+        self.update_running_pods(&pid, &status);
+        let send = if ev.kind == CriEventType::Deleted {
+            // The runtime removed the container; the cache forgets the pod only when it was the sandbox.
+            if status.has_sandbox(&ev.container_id) {
+                self.generic.cache().delete(&pid);
+            }
+            true
+        } else {
+            self.generic.cache().set(&pid, Some(status), None, ev.created_at)
+        };
+        if !send {
+            self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+            return 0;
+        }
+        let cid = Some(ev.container_id.as_str());
+        let events: &[EventType] = match ev.kind {
+            // The generic PLEG ignores creation too; the cache update is all that is needed.
+            CriEventType::Created => &[],
+            CriEventType::Started => &[EventType::ContainerStarted],
+            CriEventType::Stopped => &[EventType::ContainerDied],
+            CriEventType::Deleted => &[EventType::ContainerDied, EventType::ContainerRemoved],
+        };
+        let mut sent = 0;
+        for kind in events {
+            if self.generic.send(PodLifecycleEvent::new(pid.as_str(), *kind, cid)) {
+                sent += 1;
+            }
+        }
+        self.counters.sent.fetch_add(sent as u64, Ordering::Relaxed);
+        sent
+    }
+
+    /// `updateRunningPodMetric`: a pod the cache has no sandbox for counts when its sandbox runs; otherwise
+    /// the count follows the change of the sandbox state.
+    fn update_running_pods(&self, pid: &str, status: &R::Status) {
+        let now = status.sandbox_running();
+        let cached = self.generic.cache().get(pid);
+        let delta = match cached.status().filter(|c| c.has_sandboxes()) {
+            None => i64::from(now),
+            Some(old) => i64::from(now) - i64::from(old.sandbox_running()),
+        };
+        self.counters.running_pods.fetch_add(delta, Ordering::Relaxed);
+    }
+
+    /// The evented copy of `getPodIPs` (identical to the generic one).
+    fn pod_ips(&self, pid: &str, status: R::Status) -> R::Status {
+        if !status.ips().is_empty() || status.has_ready_sandbox() {
+            return status;
+        }
+        match self.generic.cache().get(pid) {
+            super::cache::Lookup::Found(e) if e.err.is_none() => match e.status.as_ref() {
+                Some(old) if !old.ips().is_empty() => status.with_ips(old.ips().to_vec()),
+                _ => status,
+            },
+            _ => status,
+        }
+    }
+
+    /// `Start`: marks evented in use and runs the global cache tick; with a source, also the stream loop.
+    pub fn start(self: &Arc<Self>, source: Option<Arc<dyn EventSource<R::Status>>>) {
+        let mut guard = lock(&self.stop);
+        if guard.is_some() {
+            return;
+        }
+        let stop = Arc::new(Stop::default());
+        self.generic.set_evented_in_use(true);
+        let (me, s) = (self.clone(), stop.clone());
+        std::thread::spawn(move || me.cache_tick(&s));
+        if let Some(src) = source {
+            let (me, s) = (self.clone(), stop.clone());
+            std::thread::spawn(move || me.watch_events(src.as_ref(), &s));
+        }
+        *guard = Some(stop);
+    }
+
+    /// `Stop`: no longer in use; the loops end (a stream blocked in the source ends at its next event).
+    pub fn stop(&self) {
+        if let Some(s) = lock(&self.stop).take() {
+            s.stop();
+        }
+        self.generic.set_evented_in_use(false);
+    }
+
+    /// `updateGlobalCache` every `cache_update_period`, so `GetNewerThan` waiters are not stranded.
+    fn cache_tick(&self, stop: &Stop) {
+        let clock = self.generic.clock().clone();
+        let virtual_time = self.generic.options().virtual_time;
+        loop {
+            let Ok(now) = clock.now() else { return };
+            if !stop.wait_until(clock.as_ref(), now.add_nanos(self.options.cache_update_period), virtual_time) {
+                return;
+            }
+            if let Ok(t) = clock.now() {
+                self.generic.cache().update_time(t);
+            }
+        }
+    }
+
+    /// `watchEventsChannel`: every stream failure forces a generic relist; after `max_stream_retries` the
+    /// evented PLEG stops and the generic PLEG restarts at its normal period. A stream that ends without an
+    /// error counts as a failure too (Go retries it uncounted, which spins when a runtime keeps closing it).
+    fn watch_events(&self, source: &dyn EventSource<R::Status>, stop: &Stop) {
+        let mut attempts = 0;
+        loop {
+            if stop.is_stopped() {
+                return;
+            }
+            if attempts >= self.options.max_stream_retries {
+                self.fall_back();
+                return;
+            }
+            let result = source.stream(&mut |ev| {
+                if stop.is_stopped() {
+                    return false;
+                }
+                self.process_event(ev);
+                true
+            });
+            if stop.is_stopped() {
+                return;
+            }
+            attempts += 1;
+            self.counters.failures.fetch_add(1, Ordering::Relaxed);
+            *lock(&self.last_error) =
+                Some(result.err().map_or_else(|| "container event stream closed".to_owned(), |e| e.to_string()));
+            // Bring the cache and the running counts up to date while the stream is down.
+            if let Err(e) = self.generic.relist() {
+                *lock(&self.last_error) = Some(e.to_string());
+            }
+        }
+    }
+
+    fn fall_back(&self) {
+        self.stop();
+        let was_running = self.generic.running();
+        self.generic.stop();
+        self.generic.update(self.options.fallback);
+        if was_running {
+            self.generic.start();
+        }
+        // Last, so whoever sees the flag sees the generic PLEG restarted.
+        self.counters.fell_back.store(1, Ordering::Release);
+    }
+}

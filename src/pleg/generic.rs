@@ -1,0 +1,791 @@
+//! GenericPLEG (`pkg/kubelet/pleg/generic.go`, the v1.32–v1.35 version with watch conditions): relist the
+//! runtime, diff every pod against its last committed listing, inspect the pods that changed into the
+//! cache, and send the events without ever blocking.
+//!
+//! Beyond the kubelet (options, off by default): inspections of one relist can run in parallel with a bound
+//! (`inspect_concurrency`) and each can be given up on after `inspect_timeout`, so a hung runtime call no
+//! longer stalls the relist (kubernetes#94829, #139788). Pods are handled in pod UID order rather than Go's
+//! random map order.
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::cache::{Lookup, PodCache};
+use super::channel::EventChannel;
+use super::diff::diff_into;
+use super::go_duration;
+use super::pod::{ContainerState, EventType, Pod, PodLifecycleEvent, StatusView};
+use super::records::PodRecords;
+use super::ticker::Stop;
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::time::{Time, NANOS_PER_SECOND};
+
+/// The kubelet's defaults (`genericPlegRelistPeriod`, `genericPlegRelistThreshold`, `plegChannelCapacity`).
+pub const RELIST_PERIOD: i64 = NANOS_PER_SECOND;
+pub const RELIST_THRESHOLD: i64 = 180 * NANOS_PER_SECOND;
+pub const CHANNEL_CAPACITY: usize = 1000;
+
+/// `RelistDuration`, in nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RelistDuration {
+    pub period: i64,
+    pub threshold: i64,
+}
+
+/// What one `GetPodStatus` gave: the status and the runtime's error (both stored in the cache, as in Go), and
+/// `invalid` when the answer could not be read at all (reported to the caller after the relist).
+pub struct Inspection<S, E> {
+    pub status: Option<S>,
+    pub err: Option<E>,
+    pub invalid: Option<Error>,
+}
+
+/// The container runtime as the PLEG uses it.
+pub trait Runtime: Send + Sync + 'static {
+    type Status: StatusView;
+    type Error: Clone + Send + Sync + 'static;
+    /// `GetPods(ctx, all=true)`. An error means nothing changes in this relist.
+    fn get_pods(&self) -> Result<Vec<Arc<Pod>>, Error>;
+    /// `GetPodStatus`.
+    fn get_pod_status(&self, pod: &Pod) -> Inspection<Self::Status, Self::Error>;
+    /// The error stored for a pod whose inspection was given up on.
+    fn timeout_error(&self, pod: &Pod, after: Duration, still_running: bool) -> Self::Error;
+}
+
+/// `WatchCondition`: true when met. An error counts as not met and is reported after the relist.
+pub type Condition<S> = Arc<dyn Fn(&S) -> Result<bool, Error> + Send + Sync>;
+
+struct Versioned<S> {
+    cond: Condition<S>,
+    version: u32,
+}
+
+/// Per pod UID, per condition key.
+type Conditions<S> = HashMap<String, HashMap<String, Versioned<S>>>;
+
+#[derive(Clone, Copy, Debug)]
+pub struct PlegOptions {
+    pub duration: RelistDuration,
+    /// Inspections of one relist that may run at once; 1 is the kubelet's serial loop.
+    pub inspect_concurrency: usize,
+    /// Give up on one inspection after this long (wall-clock time, since it bounds a real runtime call).
+    pub inspect_timeout: Option<Duration>,
+    /// The clock is virtual (fake): the relist loop polls it instead of sleeping the period.
+    pub virtual_time: bool,
+    /// Era C (Kubernetes v1.36+, `RequestReinspect`): a reinspection that finds no container event sends
+    /// `PodSync`, and a reinspection request stays queued until its pod is reconciled.
+    pub pod_sync_on_reinspect: bool,
+}
+
+impl Default for PlegOptions {
+    fn default() -> Self {
+        PlegOptions {
+            duration: RelistDuration { period: RELIST_PERIOD, threshold: RELIST_THRESHOLD },
+            inspect_concurrency: 1,
+            inspect_timeout: None,
+            virtual_time: false,
+            pod_sync_on_reinspect: false,
+        }
+    }
+}
+
+/// Counters (the kubelet's PLEG metrics and a few more).
+#[derive(Default)]
+struct Counters {
+    relists: AtomicU64,
+    relist_failures: AtomicU64,
+    relist_duration_total: AtomicU64,
+    relist_duration_last: AtomicU64,
+    events_sent: AtomicU64,
+    events_dropped: AtomicU64,
+    inspections: AtomicU64,
+    inspection_errors: AtomicU64,
+    inspection_timeouts: AtomicU64,
+    reinspections: AtomicU64,
+    running_pods: AtomicU64,
+    running_containers: [AtomicU64; 4],
+}
+
+/// A snapshot of the counters. Durations are on the PLEG's clock, in nanoseconds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub relists: u64,
+    pub relist_failures: u64,
+    pub relist_duration_total_ns: u64,
+    pub relist_duration_last_ns: u64,
+    pub events_sent: u64,
+    /// `pleg_discard_events`.
+    pub events_dropped: u64,
+    pub inspections: u64,
+    pub inspection_errors: u64,
+    pub inspection_timeouts: u64,
+    pub reinspections: u64,
+    /// `kubelet_running_pods`: pods with a running sandbox in the last listing.
+    pub running_pods: u64,
+    /// `kubelet_running_containers` by state (created, running, exited, unknown) in the last listing.
+    pub running_containers: [u64; 4],
+}
+
+fn state_index(s: ContainerState) -> usize {
+    match s {
+        ContainerState::Created => 0,
+        ContainerState::Running => 1,
+        ContainerState::Exited => 2,
+        ContainerState::Unknown => 3,
+    }
+}
+
+#[derive(Default)]
+struct RelistState {
+    records: PodRecords,
+    reinspect: BTreeSet<String>,
+}
+
+/// A pod the relist has to inspect (or delete from the cache when `pod` is None).
+struct Work<S> {
+    pid: String,
+    pod: Option<Arc<Pod>>,
+    events: Vec<PodLifecycleEvent>,
+    conditions: Vec<(String, u32, Condition<S>)>,
+    reinspected: bool,
+}
+
+struct Inspected<S, E> {
+    inspection: Inspection<S, E>,
+    /// The clock before the call; the cache timestamp unless the evented rule says otherwise.
+    at: Time,
+}
+
+thread_local! {
+    /// The PLEGs (by runtime address) whose relist this thread is working for.
+    static SERVING: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Marks the current thread as working for a relist until dropped.
+struct Serving(usize);
+
+impl Serving {
+    fn enter(key: usize) -> Serving {
+        SERVING.with(|s| s.borrow_mut().push(key));
+        Serving(key)
+    }
+
+    fn active(key: usize) -> bool {
+        SERVING.with(|s| s.borrow().contains(&key))
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        SERVING.with(|s| {
+            let mut s = s.borrow_mut();
+            if let Some(i) = s.iter().rposition(|k| *k == self.0) {
+                s.remove(i);
+            }
+        });
+    }
+}
+
+/// A call back into the PLEG from a runtime call or watch condition of its own relist, which would wait for
+/// that relist to finish.
+#[derive(Debug)]
+pub struct Reentered(&'static str);
+
+impl std::fmt::Display for Reentered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} was called from a runtime call or watch condition of the same PLEG's relist, which would wait for itself", self.0)
+    }
+}
+
+impl std::error::Error for Reentered {}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn inc(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+pub struct GenericPleg<R: Runtime> {
+    runtime: Arc<R>,
+    cache: Arc<PodCache<R::Status, R::Error>>,
+    clock: Arc<dyn Clock>,
+    channel: Arc<EventChannel>,
+    state: Mutex<RelistState>,
+    relist_time: Mutex<Option<Time>>,
+    duration: Mutex<RelistDuration>,
+    conditions: Mutex<Conditions<R::Status>>,
+    options: PlegOptions,
+    counters: Counters,
+    in_flight: Arc<Mutex<HashSet<String>>>,
+    evented_gate: AtomicBool,
+    evented_in_use: AtomicBool,
+    worker: Mutex<Option<(Arc<Stop>, JoinHandle<()>)>>,
+    last_error: Mutex<Option<String>>,
+    next_relist: Mutex<Option<Time>>,
+}
+
+impl<R: Runtime> GenericPleg<R> {
+    pub fn new(
+        runtime: R,
+        cache: Arc<PodCache<R::Status, R::Error>>,
+        clock: Arc<dyn Clock>,
+        channel: Arc<EventChannel>,
+        options: PlegOptions,
+    ) -> Result<Self, Error> {
+        if options.duration.period <= 0 {
+            return Err(Error::Option(format!("relist_period must be > 0, got {} ns", options.duration.period)));
+        }
+        if options.duration.threshold < 0 {
+            return Err(Error::Option("relist_threshold must be >= 0".into()));
+        }
+        if options.inspect_concurrency == 0 {
+            return Err(Error::Option("inspect_concurrency must be >= 1".into()));
+        }
+        Ok(GenericPleg {
+            runtime: Arc::new(runtime),
+            cache,
+            clock,
+            channel,
+            state: Mutex::default(),
+            relist_time: Mutex::new(None),
+            duration: Mutex::new(options.duration),
+            conditions: Mutex::default(),
+            options,
+            counters: Counters::default(),
+            in_flight: Arc::default(),
+            evented_gate: AtomicBool::new(false),
+            evented_in_use: AtomicBool::new(false),
+            worker: Mutex::new(None),
+            last_error: Mutex::new(None),
+            next_relist: Mutex::new(None),
+        })
+    }
+
+    pub fn cache(&self) -> &Arc<PodCache<R::Status, R::Error>> {
+        &self.cache
+    }
+
+    pub fn channel(&self) -> &Arc<EventChannel> {
+        &self.channel
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    pub fn options(&self) -> PlegOptions {
+        self.options
+    }
+
+    pub fn duration(&self) -> RelistDuration {
+        *lock(&self.duration)
+    }
+
+    /// `Update`: a new period and threshold, used from the next wait of the relist loop.
+    pub fn update(&self, d: RelistDuration) {
+        *lock(&self.duration) = d;
+    }
+
+    /// The last successful relist's start.
+    pub fn relist_time(&self) -> Option<Time> {
+        *lock(&self.relist_time)
+    }
+
+    /// The EventedPLEG feature gate: a cache write the evented rule rejects skips the pod.
+    pub fn set_evented_gate(&self, on: bool) {
+        self.evented_gate.store(on, Ordering::Release);
+    }
+
+    /// `isEventedPLEGInUse`: cache writes carry the runtime's status timestamp.
+    pub fn set_evented_in_use(&self, on: bool) {
+        self.evented_in_use.store(on, Ordering::Release);
+    }
+
+    pub fn evented_in_use(&self) -> bool {
+        self.evented_in_use.load(Ordering::Acquire)
+    }
+
+    fn key(&self) -> usize {
+        Arc::as_ptr(&self.runtime) as *const () as usize
+    }
+
+    fn not_reentered(&self, what: &'static str) -> Result<(), Error> {
+        if Serving::active(self.key()) {
+            return Err(Error::External(Box::new(Reentered(what))));
+        }
+        Ok(())
+    }
+
+    /// Pods queued for reinspection at the next relist.
+    pub fn pods_to_reinspect(&self) -> Result<Vec<String>, Error> {
+        self.not_reentered("pods_to_reinspect()")?;
+        Ok(lock(&self.state).reinspect.iter().cloned().collect())
+    }
+
+    /// Queues a pod for reinspection (as the kubelet's tests poke `podsToReinspect`).
+    pub fn request_reinspect(&self, uid: &str) -> Result<(), Error> {
+        self.not_reentered("request_reinspect()")?;
+        lock(&self.state).reinspect.insert(uid.to_owned());
+        Ok(())
+    }
+
+    pub fn stats(&self) -> Stats {
+        let c = &self.counters;
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Stats {
+            relists: g(&c.relists),
+            relist_failures: g(&c.relist_failures),
+            relist_duration_total_ns: g(&c.relist_duration_total),
+            relist_duration_last_ns: g(&c.relist_duration_last),
+            events_sent: g(&c.events_sent),
+            events_dropped: g(&c.events_dropped),
+            inspections: g(&c.inspections),
+            inspection_errors: g(&c.inspection_errors),
+            inspection_timeouts: g(&c.inspection_timeouts),
+            reinspections: g(&c.reinspections),
+            running_pods: g(&c.running_pods),
+            running_containers: std::array::from_fn(|i| g(&c.running_containers[i])),
+        }
+    }
+
+    /// The last error of a relist run by the loop (the kubelet logs these).
+    pub fn last_error(&self) -> Option<String> {
+        lock(&self.last_error).clone()
+    }
+
+    /// `Healthy`: unhealthy before the first successful relist, or when the last one started more than the
+    /// threshold ago (strictly). The message is Go's.
+    pub fn healthy(&self) -> (bool, Option<String>) {
+        let Some(last) = self.relist_time() else {
+            return (false, Some("pleg has yet to be successful".into()));
+        };
+        let now = match self.clock.now() {
+            Ok(t) => t,
+            Err(e) => return (false, Some(e.to_string())),
+        };
+        let elapsed = now.since(last);
+        let threshold = self.duration().threshold;
+        if elapsed > threshold {
+            let msg = format!(
+                "pleg was last seen active {} ago; threshold is {}",
+                go_duration(elapsed),
+                go_duration(threshold)
+            );
+            return (false, Some(msg));
+        }
+        (true, None)
+    }
+
+    /// `Relist`. Returns the listing's error (nothing changed then), or the first bad answer or failing watch
+    /// condition met on the way (the relist completed regardless).
+    pub fn relist(&self) -> Result<(), Error> {
+        self.not_reentered("relist()")?;
+        let mut st = lock(&self.state);
+        let _serving = Serving::enter(self.key());
+        let timestamp = self.clock.now()?;
+        inc(&self.counters.relists);
+        let result = self.relist_locked(&mut st, timestamp);
+        let took = self.clock.now().map(|n| n.since(timestamp).max(0) as u64).unwrap_or(0);
+        self.counters.relist_duration_last.store(took, Ordering::Relaxed);
+        self.counters.relist_duration_total.fetch_add(took, Ordering::Relaxed);
+        result
+    }
+
+    fn relist_locked(&self, st: &mut RelistState, timestamp: Time) -> Result<(), Error> {
+        let pods = match self.runtime.get_pods() {
+            Ok(p) => p,
+            Err(e) => {
+                inc(&self.counters.relist_failures);
+                return Err(e);
+            }
+        };
+        *lock(&self.relist_time) = Some(timestamp);
+        self.count_running(&pods);
+        st.records.set_current(pods);
+        self.cleanup_orphaned_conditions(&st.records);
+
+        let era_c = self.options.pod_sync_on_reinspect;
+        // Era B rebuilds the set every relist; Era C consumes an entry when its pod is reconciled.
+        let mut reinspect = if era_c { BTreeSet::new() } else { std::mem::take(&mut st.reinspect) };
+        let RelistState { records, reinspect: pending } = st;
+        let mut work = Vec::new();
+        {
+            let conditions = lock(&self.conditions);
+            let mut events = Vec::new();
+            for (pid, rec) in records.iter() {
+                diff_into(rec.old.as_deref(), rec.current.as_deref(), &mut events);
+                let conds: Vec<_> = if conditions.is_empty() {
+                    Vec::new()
+                } else {
+                    conditions
+                        .get(pid)
+                        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.version, v.cond.clone())).collect())
+                        .unwrap_or_default()
+                };
+                let again = if era_c { pending.remove(pid) } else { reinspect.remove(pid) };
+                if events.is_empty() && conds.is_empty() && !again {
+                    continue;
+                }
+                if again {
+                    inc(&self.counters.reinspections);
+                }
+                work.push(Work {
+                    pid: pid.clone(),
+                    pod: rec.current.clone(),
+                    events: std::mem::take(&mut events),
+                    conditions: conds,
+                    reinspected: again,
+                });
+            }
+        }
+        // Go walks its map in random order; pod UID order makes the event order reproducible.
+        work.sort_unstable_by(|a, b| a.pid.cmp(&b.pid));
+
+        let mut needs_reinspection = BTreeSet::new();
+        let mut deferred = None;
+        if self.options.inspect_concurrency > 1 || self.options.inspect_timeout.is_some() {
+            let mut results = self.inspect_parallel(&work);
+            for (w, r) in work.into_iter().zip(results.iter_mut()) {
+                self.commit(records, w, r.take(), &mut needs_reinspection, &mut deferred);
+            }
+        } else {
+            for w in work {
+                let r = w.pod.as_ref().map(|p| self.inspect(p));
+                self.commit(records, w, r, &mut needs_reinspection, &mut deferred);
+            }
+        }
+        // After every pod is in the cache, so waiters never see a half-done relist as fresh.
+        self.cache.update_time(timestamp);
+        if era_c {
+            pending.append(&mut needs_reinspection);
+        } else {
+            *pending = needs_reinspection;
+        }
+        deferred.map_or(Ok(()), Err)
+    }
+
+    fn count_running(&self, pods: &[Arc<Pod>]) {
+        let mut by_state = [0u64; 4];
+        let mut running_pods = 0;
+        for p in pods {
+            for c in &p.containers {
+                by_state[state_index(c.state)] += 1;
+            }
+            if p.sandboxes.iter().any(|s| s.state == ContainerState::Running) {
+                running_pods += 1;
+            }
+        }
+        self.counters.running_pods.store(running_pods, Ordering::Relaxed);
+        for (i, n) in by_state.into_iter().enumerate() {
+            // Go leaves a state's gauge alone when no container is in it.
+            if n > 0 {
+                self.counters.running_containers[i].store(n, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn inspect(&self, pod: &Pod) -> Inspected<R::Status, R::Error> {
+        inc(&self.counters.inspections);
+        let at = self.clock.now().unwrap_or_default();
+        Inspected { inspection: self.runtime.get_pod_status(pod), at }
+    }
+
+    /// Runs the inspections of one relist on up to `inspect_concurrency` threads. A call that outlives
+    /// `inspect_timeout` is left running on its thread (a runtime call cannot be cancelled), its pod gets the
+    /// timeout error, and a fresh thread takes over the queue.
+    fn inspect_parallel(&self, work: &[Work<R::Status>]) -> Vec<Option<Inspected<R::Status, R::Error>>> {
+        enum Msg<S, E> {
+            Started(usize, Instant),
+            Done(usize, Inspected<S, E>),
+        }
+        let mut results: Vec<Option<Inspected<R::Status, R::Error>>> = work.iter().map(|_| None).collect();
+        let jobs: VecDeque<(usize, Arc<Pod>)> =
+            work.iter().enumerate().filter_map(|(i, w)| w.pod.clone().map(|p| (i, p))).collect();
+        let total = jobs.len();
+        if total == 0 {
+            return results;
+        }
+        let pods: Vec<Option<Arc<Pod>>> = work.iter().map(|w| w.pod.clone()).collect();
+        let queue = Arc::new(Mutex::new(jobs));
+        let (tx, rx) = mpsc::channel::<Msg<R::Status, R::Error>>();
+        let key = self.key();
+        let spawn = |tx: mpsc::Sender<Msg<R::Status, R::Error>>| {
+            let (queue, runtime, clock, in_flight) =
+                (queue.clone(), self.runtime.clone(), self.clock.clone(), self.in_flight.clone());
+            std::thread::spawn(move || {
+                let _serving = Serving::enter(key);
+                loop {
+                    let Some((i, pod)) = lock(&queue).pop_front() else { return };
+                    let at = clock.now().unwrap_or_default();
+                    if !lock(&in_flight).insert(pod.id.clone()) {
+                        // The previous relist's call for this pod is still hung: do not pile another on it.
+                        let err = runtime.timeout_error(&pod, Duration::ZERO, true);
+                        let ins = Inspection { status: None, err: Some(err), invalid: None };
+                        if tx.send(Msg::Done(i, Inspected { inspection: ins, at })).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    let _ = tx.send(Msg::Started(i, Instant::now()));
+                    let inspection = runtime.get_pod_status(&pod);
+                    lock(&in_flight).remove(&pod.id);
+                    if tx.send(Msg::Done(i, Inspected { inspection, at })).is_err() {
+                        return;
+                    }
+                }
+            })
+        };
+        for _ in 0..self.options.inspect_concurrency.min(total) {
+            spawn(tx.clone());
+        }
+        let mut deadlines: HashMap<usize, Instant> = HashMap::new();
+        let mut done = 0;
+        while done < total {
+            let next = deadlines.values().min().copied();
+            let msg = match next {
+                Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
+                None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+            };
+            match msg {
+                Ok(Msg::Started(i, at)) => {
+                    inc(&self.counters.inspections);
+                    if let Some(t) = self.options.inspect_timeout {
+                        deadlines.insert(i, at + t);
+                    }
+                }
+                Ok(Msg::Done(i, ins)) => {
+                    deadlines.remove(&i);
+                    if results[i].is_none() {
+                        results[i] = Some(ins);
+                        done += 1;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let now = Instant::now();
+                    let expired: Vec<usize> = deadlines.iter().filter(|(_, d)| **d <= now).map(|(i, _)| *i).collect();
+                    for i in expired {
+                        deadlines.remove(&i);
+                        inc(&self.counters.inspection_timeouts);
+                        let pod = pods[i].as_ref().expect("only pods are inspected");
+                        let after = self.options.inspect_timeout.unwrap_or_default();
+                        let err = self.runtime.timeout_error(pod, after, false);
+                        let at = self.clock.now().unwrap_or_default();
+                        results[i] = Some(Inspected {
+                            inspection: Inspection { status: None, err: Some(err), invalid: None },
+                            at,
+                        });
+                        done += 1;
+                        if !lock(&queue).is_empty() {
+                            spawn(tx.clone());
+                        }
+                    }
+                }
+                // Every worker is gone; only reachable if one panicked.
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        results
+    }
+
+    /// One pod's step of the relist after its inspection: cache write, watch conditions, record commit, sends.
+    fn commit(
+        &self,
+        records: &mut PodRecords,
+        w: Work<R::Status>,
+        inspected: Option<Inspected<R::Status, R::Error>>,
+        needs_reinspection: &mut BTreeSet<String>,
+        deferred: &mut Option<Error>,
+    ) {
+        let (status, updated, failed) = match (w.pod.as_deref(), inspected) {
+            // The pod is gone from the listing: it has no visible containers left.
+            (None, _) => {
+                self.cache.delete(&w.pid);
+                (None, true, false)
+            }
+            (Some(_), None) => {
+                // A worker died (a panic); treat the pod as failed so it is retried.
+                needs_reinspection.insert(w.pid);
+                return;
+            }
+            (Some(pod), Some(ins)) => {
+                let Inspected { inspection: Inspection { status, err, invalid }, at } = ins;
+                if let Some(e) = invalid {
+                    deferred.get_or_insert(e);
+                }
+                let failed = err.is_some();
+                let status = match status {
+                    Some(s) if !failed => Some(self.preserve_ips(&pod.id, s)),
+                    s => s,
+                };
+                let mut ts = at;
+                if self.evented_gate.load(Ordering::Acquire) && self.evented_in_use() {
+                    if let Some(t) = status.as_ref().and_then(StatusView::timestamp) {
+                        ts = t;
+                    }
+                }
+                let updated = self.cache.set(&pod.id, status.clone(), err, ts);
+                (status, updated, failed)
+            }
+        };
+        if failed {
+            inc(&self.counters.inspection_errors);
+            needs_reinspection.insert(w.pid);
+            return;
+        }
+        if self.evented_gate.load(Ordering::Acquire) && !updated {
+            return;
+        }
+        let mut events = w.events;
+        if self.options.pod_sync_on_reinspect && w.reinspected && events.is_empty() {
+            // A full reinspection always ends in a pod sync (Era C).
+            events.push(PodLifecycleEvent { id: w.pid.clone(), kind: EventType::PodSync, data: None });
+        }
+        if let Some(s) = status.as_ref() {
+            let mut completed = Vec::new();
+            for (key, version, cond) in &w.conditions {
+                match cond(s) {
+                    Ok(true) => completed.push((key.as_str(), *version)),
+                    Ok(false) => {}
+                    Err(e) => {
+                        deferred.get_or_insert(e);
+                    }
+                }
+            }
+            if !completed.is_empty() {
+                self.complete_conditions(&w.pid, &completed);
+                // One event however many conditions completed: the pod sync re-reads the whole status.
+                events.push(PodLifecycleEvent { id: w.pid.clone(), kind: EventType::ConditionMet, data: None });
+            }
+        }
+        records.update(&w.pid);
+        for e in events {
+            // Unreliable, and nothing consumes it; it only forced the inspection.
+            if e.kind == EventType::ContainerChanged {
+                continue;
+            }
+            self.send(e);
+        }
+    }
+
+    pub(crate) fn send(&self, e: PodLifecycleEvent) -> bool {
+        let ok = self.channel.try_send(e);
+        inc(if ok { &self.counters.events_sent } else { &self.counters.events_dropped });
+        ok
+    }
+
+    /// `getPodIPs`: a status without IPs keeps the cached ones unless a sandbox is ready again (a killed pod's
+    /// status can be read after its network is gone).
+    fn preserve_ips(&self, pid: &str, status: R::Status) -> R::Status {
+        if !status.ips().is_empty() || status.has_ready_sandbox() {
+            return status;
+        }
+        match self.cache.get(pid) {
+            Lookup::Found(e) if e.err.is_none() => match e.status.as_ref() {
+                Some(old) if !old.ips().is_empty() => status.with_ips(old.ips().to_vec()),
+                _ => status,
+            },
+            _ => status,
+        }
+    }
+
+    /// `SetPodWatchCondition`: a new key starts at version 0; setting it again bumps the version.
+    pub fn set_pod_watch_condition(&self, uid: &str, key: &str, cond: Condition<R::Status>) {
+        let mut all = lock(&self.conditions);
+        let pod = all.entry(uid.to_owned()).or_default();
+        match pod.get_mut(key) {
+            Some(v) => {
+                v.version = v.version.wrapping_add(1);
+                v.cond = cond;
+            }
+            None => {
+                pod.insert(key.to_owned(), Versioned { cond, version: 0 });
+            }
+        }
+    }
+
+    /// The pod's watch conditions as (key, version), sorted; None when the pod has no entry at all.
+    pub fn watch_conditions(&self, uid: &str) -> Option<Vec<(String, u32)>> {
+        lock(&self.conditions).get(uid).map(|m| {
+            let mut v: Vec<_> = m.iter().map(|(k, c)| (k.clone(), c.version)).collect();
+            v.sort();
+            v
+        })
+    }
+
+    /// Removes completed conditions unless they were set again since they were read. The pod's (possibly
+    /// empty) map stays, as in Go.
+    fn complete_conditions(&self, uid: &str, completed: &[(&str, u32)]) {
+        let mut all = lock(&self.conditions);
+        let Some(pod) = all.get_mut(uid) else { return };
+        for (key, version) in completed {
+            if pod.get(*key).is_some_and(|c| c.version == *version) {
+                pod.remove(*key);
+            }
+        }
+    }
+
+    /// Drops the conditions of pods absent from this listing.
+    fn cleanup_orphaned_conditions(&self, records: &PodRecords) {
+        lock(&self.conditions).retain(|uid, _| records.get_current(uid).is_some());
+    }
+
+    /// `Start`: relists now and then `relist_period` after each relist ends (`wait.Until`, sliding), on the clock.
+    pub fn start(self: &Arc<Self>) {
+        let mut worker = lock(&self.worker);
+        if worker.is_some() {
+            return;
+        }
+        let stop = Arc::new(Stop::default());
+        let (me, s) = (self.clone(), stop.clone());
+        let handle = std::thread::spawn(move || loop {
+            if s.is_stopped() {
+                return;
+            }
+            if let Err(e) = me.relist() {
+                *lock(&me.last_error) = Some(e.to_string());
+            }
+            let Ok(now) = me.clock.now() else { return };
+            let due = now.add_nanos(me.duration().period);
+            *lock(&me.next_relist) = Some(due);
+            let go_on = s.wait_until(me.clock.as_ref(), due, me.options.virtual_time);
+            *lock(&me.next_relist) = None;
+            if !go_on {
+                return;
+            }
+        });
+        *worker = Some((stop, handle));
+    }
+
+    /// When the loop's next relist is due on the clock; None while it is relisting or not running. A test
+    /// on a fake clock waits for this before stepping the clock.
+    pub fn next_relist_at(&self) -> Option<Time> {
+        *lock(&self.next_relist)
+    }
+
+    /// `Stop`: ends the loop and waits for a relist in progress to finish.
+    pub fn stop(&self) {
+        let w = lock(&self.worker).take();
+        if let Some((stop, handle)) = w {
+            stop.stop();
+            let _ = handle.join();
+        }
+    }
+
+    /// Ends the loop without waiting for it.
+    pub fn signal_stop(&self) {
+        if let Some((stop, _)) = lock(&self.worker).take() {
+            stop.stop();
+        }
+    }
+
+    pub fn running(&self) -> bool {
+        lock(&self.worker).is_some()
+    }
+}

@@ -1,0 +1,177 @@
+//! Runtime pods as the relist sees them (`kubecontainer.Pod`), and the events a relist emits.
+
+use std::fmt;
+
+use crate::error::Error;
+use crate::time::Time;
+
+/// `kubecontainer.State`: what the runtime reports for a container or sandbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ContainerState {
+    Created,
+    Running,
+    Exited,
+    Unknown,
+}
+
+impl ContainerState {
+    /// Parses the runtime's state string. Go panics on an unknown state; here it is a value error.
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        match s {
+            "created" => Ok(ContainerState::Created),
+            "running" => Ok(ContainerState::Running),
+            "exited" => Ok(ContainerState::Exited),
+            "unknown" => Ok(ContainerState::Unknown),
+            other => Err(Error::value(
+                "state",
+                format!("unrecognized container state {other:?} (expected created, running, exited or unknown)"),
+            )),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContainerState::Created => "created",
+            ContainerState::Running => "running",
+            ContainerState::Exited => "exited",
+            ContainerState::Unknown => "unknown",
+        }
+    }
+}
+
+/// A container or sandbox in a runtime listing. Go matches on the whole `ContainerID` (type and id); the
+/// type prefix is not modelled, so the id string alone identifies a container.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Container {
+    pub id: String,
+    pub state: ContainerState,
+}
+
+impl Container {
+    pub fn new(id: impl Into<String>, state: ContainerState) -> Self {
+        Container { id: id.into(), state }
+    }
+}
+
+/// A pod in a runtime listing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pod {
+    pub id: String,
+    pub name: String,
+    pub namespace: String,
+    pub containers: Vec<Container>,
+    pub sandboxes: Vec<Container>,
+}
+
+/// `PodLifeCycleEventType`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventType {
+    ContainerStarted,
+    ContainerDied,
+    ContainerRemoved,
+    ContainerChanged,
+    PodSync,
+    ConditionMet,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::ContainerStarted => "ContainerStarted",
+            EventType::ContainerDied => "ContainerDied",
+            EventType::ContainerRemoved => "ContainerRemoved",
+            EventType::ContainerChanged => "ContainerChanged",
+            EventType::PodSync => "PodSync",
+            EventType::ConditionMet => "ConditionMet",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "ContainerStarted" => EventType::ContainerStarted,
+            "ContainerDied" => EventType::ContainerDied,
+            "ContainerRemoved" => EventType::ContainerRemoved,
+            "ContainerChanged" => EventType::ContainerChanged,
+            "PodSync" => EventType::PodSync,
+            "ConditionMet" => EventType::ConditionMet,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for EventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `PodLifecycleEvent`: `data` is the container id for container events, `None` for `PodSync` and
+/// `ConditionMet`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PodLifecycleEvent {
+    pub id: String,
+    pub kind: EventType,
+    pub data: Option<String>,
+}
+
+impl PodLifecycleEvent {
+    pub fn new(id: impl Into<String>, kind: EventType, data: Option<&str>) -> Self {
+        PodLifecycleEvent { id: id.into(), kind, data: data.map(str::to_owned) }
+    }
+}
+
+/// What the PLEG reads from a pod status (`kubecontainer.PodStatus`); the status itself stays opaque so
+/// callers keep their own representation.
+pub trait StatusView: Clone + Send + Sync + 'static {
+    /// The pod IPs.
+    fn ips(&self) -> &[String];
+    /// Whether any sandbox status is `SANDBOX_READY`.
+    fn has_ready_sandbox(&self) -> bool;
+    /// Whether a sandbox status has this id.
+    fn has_sandbox(&self, id: &str) -> bool;
+    /// The runtime's timestamp for the status, if it gave one.
+    fn timestamp(&self) -> Option<Time>;
+    /// Whether there is any sandbox status at all.
+    fn has_sandboxes(&self) -> bool;
+    /// `getPodSandboxState == running`: the container status whose id is the first sandbox's is running.
+    fn sandbox_running(&self) -> bool;
+    /// The same status with other IPs.
+    fn with_ips(&self, ips: Vec<String>) -> Self;
+}
+
+/// A plain status for the Rust tests and benchmarks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BasicStatus {
+    pub id: String,
+    pub ips: Vec<String>,
+    /// (sandbox id, ready)
+    pub sandboxes: Vec<(String, bool)>,
+    pub timestamp: Option<Time>,
+    /// Ids of the running container statuses.
+    pub running: Vec<String>,
+}
+
+impl StatusView for BasicStatus {
+    fn ips(&self) -> &[String] {
+        &self.ips
+    }
+    fn has_ready_sandbox(&self) -> bool {
+        self.sandboxes.iter().any(|(_, ready)| *ready)
+    }
+    fn has_sandbox(&self, id: &str) -> bool {
+        self.sandboxes.iter().any(|(s, _)| s == id)
+    }
+    fn timestamp(&self) -> Option<Time> {
+        self.timestamp
+    }
+    fn has_sandboxes(&self) -> bool {
+        !self.sandboxes.is_empty()
+    }
+    fn sandbox_running(&self) -> bool {
+        let first = self.sandboxes.first().map_or("", |(id, _)| id.as_str());
+        self.running.iter().any(|c| c == first)
+    }
+    fn with_ips(&self, ips: Vec<String>) -> Self {
+        BasicStatus { ips, ..self.clone() }
+    }
+}

@@ -1,0 +1,285 @@
+//! GenericPLEG and EventedPLEG against a scripted runtime (ports of parts of generic_test.go and
+//! evented_test.go; the Python suite ports them all).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::evented::{CriEvent, CriEventType, EventedOptions, EventedPleg};
+use super::generic::{GenericPleg, Inspection, PlegOptions, Runtime};
+use super::pod::{BasicStatus, Container, ContainerState, EventType, Pod, PodLifecycleEvent};
+use super::{EventChannel, PodCache};
+use crate::clock::FakeClock;
+use crate::error::Error;
+use crate::time::Time;
+
+use ContainerState::*;
+use EventType::*;
+
+#[derive(Default)]
+struct Fake {
+    pods: Mutex<Vec<Pod>>,
+    fail_list: AtomicBool,
+    /// Pod ids whose inspection fails.
+    failing: Mutex<Vec<String>>,
+    /// Pod ids whose inspection hangs until released.
+    hang: Mutex<Vec<String>>,
+    release: AtomicBool,
+    ips: Mutex<Vec<String>>,
+}
+
+impl Runtime for Arc<Fake> {
+    type Status = BasicStatus;
+    type Error = String;
+    fn get_pods(&self) -> Result<Vec<Arc<Pod>>, Error> {
+        if self.fail_list.load(Ordering::Relaxed) {
+            return Err(Error::Clock("runtime down".into()));
+        }
+        Ok(self.pods.lock().unwrap().iter().cloned().map(Arc::new).collect())
+    }
+    fn get_pod_status(&self, pod: &Pod) -> Inspection<BasicStatus, String> {
+        while self.hang.lock().unwrap().contains(&pod.id) && !self.release.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let status = BasicStatus { id: pod.id.clone(), ips: self.ips.lock().unwrap().clone(), ..Default::default() };
+        let err = self.failing.lock().unwrap().contains(&pod.id).then(|| "inspection error".to_owned());
+        Inspection { status: Some(status), err, invalid: None }
+    }
+    fn timeout_error(&self, pod: &Pod, _after: Duration, _running: bool) -> String {
+        format!("timeout {}", pod.id)
+    }
+}
+
+fn pod(id: &str, cs: &[(&str, ContainerState)]) -> Pod {
+    Pod { id: id.into(), containers: cs.iter().map(|(i, s)| Container::new(*i, *s)).collect(), ..Pod::default() }
+}
+
+fn ev(pid: &str, kind: EventType, cid: &str) -> PodLifecycleEvent {
+    PodLifecycleEvent::new(pid, kind, Some(cid))
+}
+
+type Pleg = GenericPleg<Arc<Fake>>;
+
+fn new_pleg(options: PlegOptions, evented: bool) -> (Arc<Fake>, Arc<FakeClock>, Arc<Pleg>) {
+    let fake = Arc::new(Fake::default());
+    let clock = Arc::new(FakeClock::new(Time(0)));
+    let pleg = GenericPleg::new(
+        fake.clone(),
+        Arc::new(PodCache::new(evented)),
+        clock.clone(),
+        Arc::new(EventChannel::new(100)),
+        options,
+    )
+    .unwrap();
+    (fake, clock, Arc::new(pleg))
+}
+
+#[test]
+fn relisting() {
+    let (fake, _, pleg) = new_pleg(PlegOptions::default(), false);
+    *fake.pods.lock().unwrap() =
+        vec![pod("1234", &[("c1", Exited), ("c2", Running), ("c3", Unknown)]), pod("4567", &[("c1", Exited)])];
+    pleg.relist().unwrap();
+    assert_eq!(
+        pleg.channel().drain(),
+        [ev("1234", ContainerDied, "c1"), ev("1234", ContainerStarted, "c2"), ev("4567", ContainerDied, "c1")]
+    );
+    pleg.relist().unwrap();
+    assert!(pleg.channel().drain().is_empty());
+    *fake.pods.lock().unwrap() = vec![pod("1234", &[("c2", Exited), ("c3", Running)]), pod("4567", &[("c4", Running)])];
+    pleg.relist().unwrap();
+    assert_eq!(
+        pleg.channel().drain(),
+        [
+            ev("1234", ContainerRemoved, "c1"),
+            ev("1234", ContainerDied, "c2"),
+            ev("1234", ContainerStarted, "c3"),
+            ev("4567", ContainerRemoved, "c1"),
+            ev("4567", ContainerStarted, "c4"),
+        ]
+    );
+}
+
+#[test]
+fn failed_listing_changes_nothing() {
+    let (fake, clock, pleg) = new_pleg(PlegOptions::default(), false);
+    fake.fail_list.store(true, Ordering::Relaxed);
+    clock.step(10);
+    assert!(pleg.relist().is_err());
+    assert_eq!(pleg.relist_time(), None);
+    assert_eq!(pleg.cache().timestamp(), None);
+    assert_eq!(pleg.healthy(), (false, Some("pleg has yet to be successful".into())));
+    fake.fail_list.store(false, Ordering::Relaxed);
+    pleg.relist().unwrap();
+    assert_eq!(pleg.cache().timestamp(), Some(Time(10)));
+    clock.step(180_000_000_000);
+    assert!(pleg.healthy().0);
+    clock.step(1);
+    assert_eq!(pleg.healthy(), (false, Some("pleg was last seen active 3m0.000000001s ago; threshold is 3m0s".into())));
+}
+
+#[test]
+fn failed_inspection_is_stored_and_retried() {
+    let (fake, _, pleg) = new_pleg(PlegOptions::default(), false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
+    fake.failing.lock().unwrap().push("a".into());
+    pleg.relist().unwrap();
+    assert!(pleg.channel().drain().is_empty());
+    assert_eq!(pleg.cache().get("a").err(), Some(&"inspection error".to_owned()));
+    assert_eq!(pleg.pods_to_reinspect().unwrap(), ["a"]);
+    fake.failing.lock().unwrap().clear();
+    pleg.relist().unwrap();
+    assert_eq!(pleg.channel().drain(), [ev("a", ContainerStarted, "c")]);
+    assert!(pleg.pods_to_reinspect().unwrap().is_empty());
+    assert_eq!(pleg.stats().reinspections, 1);
+}
+
+#[test]
+fn ips_survive_a_teardown() {
+    let (fake, _, pleg) = new_pleg(PlegOptions::default(), false);
+    *fake.ips.lock().unwrap() = vec!["10.0.0.1".into()];
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
+    pleg.relist().unwrap();
+    fake.ips.lock().unwrap().clear();
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Exited)])];
+    pleg.relist().unwrap();
+    assert_eq!(pleg.cache().get("a").status().unwrap().ips, ["10.0.0.1"]);
+}
+
+#[test]
+fn watch_condition_emits_one_condition_met() {
+    let (fake, _, pleg) = new_pleg(PlegOptions::default(), false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
+    pleg.relist().unwrap();
+    pleg.channel().drain();
+    pleg.set_pod_watch_condition("a", "x", Arc::new(|_| Ok(true)));
+    pleg.set_pod_watch_condition("a", "y", Arc::new(|_| Ok(true)));
+    pleg.set_pod_watch_condition("a", "z", Arc::new(|_| Ok(false)));
+    pleg.relist().unwrap();
+    assert_eq!(pleg.channel().drain(), [PodLifecycleEvent::new("a", ConditionMet, None)]);
+    assert_eq!(pleg.watch_conditions("a"), Some(vec![("z".to_owned(), 0)]));
+}
+
+#[test]
+fn a_hung_inspection_does_not_stall_the_relist() {
+    let options = PlegOptions {
+        inspect_concurrency: 2,
+        inspect_timeout: Some(Duration::from_millis(500)),
+        ..PlegOptions::default()
+    };
+    let (fake, _, pleg) = new_pleg(options, false);
+    *fake.pods.lock().unwrap() =
+        vec![pod("a", &[("c", Running)]), pod("b", &[("c", Running)]), pod("c", &[("c", Running)])];
+    fake.hang.lock().unwrap().push("a".into());
+    pleg.relist().unwrap();
+    assert_eq!(pleg.channel().drain(), [ev("b", ContainerStarted, "c"), ev("c", ContainerStarted, "c")]);
+    assert_eq!(pleg.cache().get("a").err(), Some(&"timeout a".to_owned()));
+    assert_eq!(pleg.stats().inspection_timeouts, 1);
+    // Still hung: not inspected again on top of the running call.
+    pleg.relist().unwrap();
+    assert!(pleg.channel().drain().is_empty());
+    fake.release.store(true, Ordering::Relaxed);
+    while pleg.cache().get("a").err().is_some() {
+        pleg.relist().unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(pleg.channel().drain(), [ev("a", ContainerStarted, "c")]);
+}
+
+#[test]
+fn loop_follows_the_fake_clock() {
+    let (fake, clock, pleg) = new_pleg(PlegOptions { virtual_time: true, ..PlegOptions::default() }, false);
+    *fake.pods.lock().unwrap() = vec![];
+    pleg.start();
+    let wait_for = |n: u64| {
+        for _ in 0..5000 {
+            if pleg.stats().relists >= n {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        panic!("no relist {n}");
+    };
+    wait_for(1);
+    for _ in 0..5000 {
+        if pleg.next_relist_at().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(pleg.next_relist_at(), Some(Time(1_000_000_000)));
+    assert_eq!(pleg.stats().relists, 1);
+    clock.step(1_000_000_000);
+    wait_for(2);
+    pleg.stop();
+    assert!(!pleg.running());
+}
+
+fn cri(kind: CriEventType, cid: &str, at: i64, sandbox: &str) -> CriEvent<BasicStatus> {
+    let status = BasicStatus { id: "p".into(), sandboxes: vec![(sandbox.into(), true)], ..Default::default() };
+    CriEvent { container_id: cid.into(), pod_uid: Some("p".into()), kind, created_at: Time(at), status }
+}
+
+#[test]
+fn evented_mapping_and_stale_events() {
+    let (_, _, generic) = new_pleg(PlegOptions::default(), true);
+    let evented = EventedPleg::new(generic.clone(), EventedOptions::default()).unwrap();
+    assert_eq!(generic.duration().period, 300_000_000_000);
+    assert_eq!(evented.process_event(cri(CriEventType::Created, "c", 1, "s")), 0);
+    assert_eq!(evented.process_event(cri(CriEventType::Started, "c", 2, "s")), 1);
+    assert_eq!(evented.process_event(cri(CriEventType::Stopped, "c", 1, "s")), 0);
+    assert_eq!(evented.process_event(cri(CriEventType::Stopped, "c", 3, "s")), 1);
+    assert_eq!(evented.process_event(cri(CriEventType::Deleted, "c", 0, "s")), 2);
+    assert!(generic.cache().get("p").status().is_some());
+    assert_eq!(evented.process_event(cri(CriEventType::Deleted, "s", 0, "s")), 2);
+    assert!(generic.cache().get("p").status().is_none());
+    let mut no_uid = cri(CriEventType::Started, "c", 9, "s");
+    no_uid.pod_uid = None;
+    assert_eq!(evented.process_event(no_uid), 0);
+    assert_eq!(
+        generic.channel().drain(),
+        [
+            ev("p", ContainerStarted, "c"),
+            ev("p", ContainerDied, "c"),
+            ev("p", ContainerDied, "c"),
+            ev("p", ContainerRemoved, "c"),
+            ev("p", ContainerDied, "s"),
+            ev("p", ContainerRemoved, "s"),
+        ]
+    );
+    let s = evented.stats();
+    assert_eq!((s.events_received, s.events_ignored, s.events_rejected, s.events_sent), (7, 1, 1, 6));
+}
+
+#[test]
+fn evented_running_pod_count() {
+    let (_, _, generic) = new_pleg(PlegOptions::default(), true);
+    let evented = EventedPleg::new(generic, EventedOptions::default()).unwrap();
+    let status = |pid: &str, running: bool| BasicStatus {
+        id: pid.into(),
+        sandboxes: vec![(pid.into(), false)],
+        running: if running { vec![pid.into()] } else { vec![] },
+        ..Default::default()
+    };
+    let event = |pid: &str, at: i64, running: bool| CriEvent {
+        container_id: pid.into(),
+        pod_uid: Some(pid.into()),
+        kind: CriEventType::Started,
+        created_at: Time(at),
+        status: status(pid, running),
+    };
+    for i in 0..5 {
+        evented.process_event(event(&format!("test-pod-{i}"), 1, true));
+    }
+    assert_eq!(evented.stats().running_pods, 5);
+    for i in 0..2 {
+        evented.process_event(event(&format!("test-pod-{i}"), 2, false));
+    }
+    assert_eq!(evented.stats().running_pods, 3);
+}
+
+#[test]
+fn evented_needs_an_evented_cache() {
+    let (_, _, generic) = new_pleg(PlegOptions::default(), false);
+    assert!(EventedPleg::new(generic, EventedOptions::default()).is_err());
+}
