@@ -260,7 +260,11 @@ impl std::fmt::Display for Stopped {
 impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
     /// `NewLongQueueBroadcaster(queue_length, full)`: the incoming queue and every watcher queue hold
     /// `queue_length` items.
-    pub fn new(queue_length: usize, full: FullChannel, convert: impl Fn(I) -> O + Send + Sync + 'static) -> Self {
+    pub fn new(
+        queue_length: usize,
+        full: FullChannel,
+        convert: impl Fn(I) -> O + Send + Sync + 'static,
+    ) -> crate::error::Result<Self> {
         let shared = Arc::new(Shared {
             incoming: Mutex::new(Incoming {
                 queue: VecDeque::new(),
@@ -282,11 +286,8 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
             convert: Box::new(convert),
         });
         let s = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("kubevents-broadcast".into())
-            .spawn(move || s.run())
-            .expect("spawning the distribution thread");
-        Broadcaster { shared, thread: Mutex::new(Some(thread)) }
+        let thread = crate::threads::spawn("broadcast", move || s.run())?;
+        Ok(Broadcaster { shared, thread: Mutex::new(Some(thread)) })
     }
 
     /// `ActionOrDrop`: queues without blocking. `Ok(false)` when the incoming queue is full (counted).
@@ -496,7 +497,7 @@ mod tests {
     }
 
     fn mux(queue: usize, full: FullChannel) -> Broadcaster<&'static str, &'static str> {
-        Broadcaster::new(queue, full, |s| s)
+        Broadcaster::new(queue, full, |s| s).unwrap()
     }
 
     // mux_test.go TestBroadcaster.

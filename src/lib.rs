@@ -3,24 +3,26 @@
 //!
 //! The core is plain Rust; `py` (behind the `python` feature) converts between Python and these types.
 
-pub mod clock;
+// client-go tools/record: the correlator, the broadcaster and its sinks
+pub mod broadcaster;
 pub mod correlator;
+pub mod pipeline;
+pub mod recorder;
+pub mod reference;
+pub mod sink;
+// client-go tools/events: events.k8s.io/v1 series
+pub mod series;
+// the kubelet's pod lifecycle event generator and pod status cache
+pub mod pleg;
+// replay of traces on virtual time
+pub mod sim;
+
+pub mod clock;
 pub mod error;
 pub mod event;
 pub mod names;
-pub mod recorder;
-pub mod sim;
-// events.k8s.io/v1 series recording
-pub mod series;
+pub mod threads;
 pub mod time;
 
 #[cfg(feature = "python")]
 mod py;
-
-// -- recording pipeline (Broadcaster, Recorder, sinks) --
-pub mod broadcaster;
-pub mod pipeline;
-pub mod reference;
-pub mod sink;
-// --- PLEG (the kubelet's pod lifecycle event generator and pod status cache) ---
-pub mod pleg;

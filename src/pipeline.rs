@@ -179,7 +179,7 @@ impl EventBroadcaster {
             event.reason = o.reason;
             event.message = o.message;
             Arc::new(event)
-        });
+        })?;
         Ok(EventBroadcaster {
             shared: Arc::new(Shared {
                 mux,
@@ -216,12 +216,10 @@ impl EventBroadcaster {
         Ok(lane)
     }
 
-    fn spawn(&self, name: &str, f: impl FnOnce() + Send + 'static) {
-        let t = std::thread::Builder::new()
-            .name(format!("kubevents-{name}"))
-            .spawn(f)
-            .expect("spawning a watcher thread");
+    fn spawn(&self, name: &str, f: impl FnOnce() + Send + 'static) -> Result<()> {
+        let t = crate::threads::spawn(name, f)?;
         lock(&self.shared.threads).push(t);
+        Ok(())
     }
 
     /// `StartEventWatcher`: `handler` gets the events in order, a batch at a time, on a thread of its own.
@@ -230,11 +228,12 @@ impl EventBroadcaster {
         &self,
         kind: &str,
         mut handler: impl FnMut(&[Arc<Event>]) + Send + 'static,
-    ) -> std::result::Result<Watcher, Stopped> {
-        let lane = self.watch(kind)?;
+    ) -> Result<Watcher> {
+        let lane = self.watch(kind).map_err(|s| Error::Option(s.to_string()))?;
+        let watcher = Watcher { shared: self.shared.clone(), lane: lane.clone() };
         let shared = self.shared.clone();
         let l = lane.clone();
-        self.spawn(&lane.name, move || {
+        let spawned = self.spawn(&lane.name, move || {
             let mut batch = Vec::with_capacity(BATCH);
             while l.pop_batch(&mut batch, BATCH) {
                 let n = batch.len() as i64;
@@ -244,7 +243,11 @@ impl EventBroadcaster {
                 shared.counters.in_flight.fetch_sub(n, Ordering::Relaxed);
             }
         });
-        Ok(Watcher { shared: self.shared.clone(), lane })
+        if let Err(e) = spawned {
+            watcher.stop();
+            return Err(e);
+        }
+        Ok(watcher)
     }
 
     /// `StartRecordingToSink` with a fresh correlator. With `workers > 1`, up to that many writes run at once;
@@ -265,8 +268,15 @@ impl EventBroadcaster {
             hasher: foldhash::fast::FixedState::with_seed(0),
             sleeper: ClockSleeper { clock: o.clock.clone(), real_time: o.real_time, stop: self.shared.stop.clone() },
         });
+        let watcher = Watcher { shared: self.shared.clone(), lane: lane.clone() };
         let workers = workers.max(1);
-        let mut worker_lanes = Vec::new();
+        let mut worker_lanes: Vec<Arc<Lane<Job>>> = Vec::new();
+        // A thread the OS refuses: what was started ends, and the watcher is removed again.
+        let undo = |e: Error, started: &[Arc<Lane<Job>>]| {
+            started.iter().for_each(|wl| wl.close());
+            watcher.stop();
+            e
+        };
         for i in 0..workers {
             if workers == 1 {
                 break;
@@ -284,8 +294,10 @@ impl EventBroadcaster {
                     jobs.extend(batch.drain(..));
                     writer.write_all(&mut jobs, &mut none, &wl, &mut rng);
                 }
-            });
+            })
+            .map_err(|e| undo(e, &worker_lanes))?;
         }
+        let started = worker_lanes.clone();
         let l = lane.clone();
         self.spawn(&lane.name, move || {
             let mut rng = SmallRng::from_os_rng();
@@ -311,8 +323,9 @@ impl EventBroadcaster {
             for wl in &worker_lanes {
                 wl.close();
             }
-        });
-        Ok(Watcher { shared: self.shared.clone(), lane })
+        })
+        .map_err(|e| undo(e, &started))?;
+        Ok(watcher)
     }
 
     /// The counters now.

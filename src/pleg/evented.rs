@@ -243,20 +243,26 @@ impl<R: Runtime> EventedPleg<R> {
     }
 
     /// `Start`: marks evented in use and runs the global cache tick; with a source, also the stream loop.
-    pub fn start(self: &Arc<Self>, source: Option<Arc<dyn EventSource<R::Status>>>) {
+    pub fn start(self: &Arc<Self>, source: Option<Arc<dyn EventSource<R::Status>>>) -> Result<(), Error> {
         let mut guard = lock(&self.stop);
         if guard.is_some() {
-            return;
+            return Ok(());
         }
         let stop = Arc::new(Stop::default());
         self.generic.set_evented_in_use(true);
+        let undo = |e: Error| {
+            stop.stop();
+            self.generic.set_evented_in_use(false);
+            e
+        };
         let (me, s) = (self.clone(), stop.clone());
-        std::thread::spawn(move || me.cache_tick(&s));
+        crate::threads::spawn("pleg-cache-tick", move || me.cache_tick(&s)).map_err(undo)?;
         if let Some(src) = source {
             let (me, s) = (self.clone(), stop.clone());
-            std::thread::spawn(move || me.watch_events(src.as_ref(), &s));
+            crate::threads::spawn("pleg-events", move || me.watch_events(src.as_ref(), &s)).map_err(undo)?;
         }
         *guard = Some(stop);
+        Ok(())
     }
 
     /// `Stop`: no longer in use; the loops end (a stream blocked in the source ends at its next event).
@@ -322,7 +328,9 @@ impl<R: Runtime> EventedPleg<R> {
         self.generic.stop();
         self.generic.update(self.options.fallback);
         if was_running {
-            self.generic.start();
+            if let Err(e) = self.generic.start() {
+                *lock(&self.last_error) = Some(e.to_string());
+            }
         }
         // Last, so whoever sees the flag sees the generic PLEG restarted.
         self.counters.fell_back.store(1, Ordering::Release);

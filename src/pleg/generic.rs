@@ -516,10 +516,10 @@ impl<R: Runtime> GenericPleg<R> {
         let queue = Arc::new(Mutex::new(jobs));
         let (tx, rx) = mpsc::channel::<Msg<R::Status, R::Error>>();
         let key = self.key();
-        let spawn = |tx: mpsc::Sender<Msg<R::Status, R::Error>>| {
+        let worker = |tx: mpsc::Sender<Msg<R::Status, R::Error>>| {
             let (queue, runtime, clock, in_flight) =
                 (queue.clone(), self.runtime.clone(), self.clock.clone(), self.in_flight.clone());
-            std::thread::spawn(move || {
+            move || {
                 let _serving = Serving::enter(key);
                 loop {
                     let Some((i, pod)) = lock(&queue).pop_front() else { return };
@@ -540,7 +540,13 @@ impl<R: Runtime> GenericPleg<R> {
                         return;
                     }
                 }
-            })
+            }
+        };
+        // When the OS refuses a thread, the relisting thread inspects what is left itself (without a timeout).
+        let spawn = |tx: mpsc::Sender<Msg<R::Status, R::Error>>| {
+            if crate::threads::spawn("pleg-inspect", worker(tx.clone())).is_err() {
+                worker(tx)();
+            }
         };
         for _ in 0..self.options.inspect_concurrency.min(total) {
             spawn(tx.clone());
@@ -737,14 +743,14 @@ impl<R: Runtime> GenericPleg<R> {
     }
 
     /// `Start`: relists now and then `relist_period` after each relist ends (`wait.Until`, sliding), on the clock.
-    pub fn start(self: &Arc<Self>) {
+    pub fn start(self: &Arc<Self>) -> Result<(), Error> {
         let mut worker = lock(&self.worker);
         if worker.is_some() {
-            return;
+            return Ok(());
         }
         let stop = Arc::new(Stop::default());
         let (me, s) = (self.clone(), stop.clone());
-        let handle = std::thread::spawn(move || loop {
+        let handle = crate::threads::spawn("pleg-relist", move || loop {
             if s.is_stopped() {
                 return;
             }
@@ -759,8 +765,9 @@ impl<R: Runtime> GenericPleg<R> {
             if !go_on {
                 return;
             }
-        });
+        })?;
         *worker = Some((stop, handle));
+        Ok(())
     }
 
     /// When the loop's next relist is due on the clock; None while it is relisting or not running. A test

@@ -190,7 +190,7 @@ fn a_hung_inspection_does_not_stall_the_relist() {
 fn loop_follows_the_fake_clock() {
     let (fake, clock, pleg) = new_pleg(PlegOptions { virtual_time: true, ..PlegOptions::default() }, false);
     *fake.pods.lock().unwrap() = vec![];
-    pleg.start();
+    pleg.start().unwrap();
     let wait_for = |n: u64| {
         for _ in 0..5000 {
             if pleg.stats().relists >= n {

@@ -351,9 +351,7 @@ impl PyBroadcaster {
         kind: &str,
         handler: impl FnMut(&[Arc<crate::event::Event>]) + Send + 'static,
     ) -> PyResult<PyWatcher> {
-        let w = py
-            .detach(|| self.shared.core.start_event_watcher(kind, handler))
-            .map_err(|s| PyValueError::new_err(s.to_string()))?;
+        let w = py.detach(|| self.shared.core.start_event_watcher(kind, handler))?;
         Ok(PyWatcher { inner: w })
     }
 }

@@ -1044,10 +1044,11 @@ impl PyGenericPLEG {
     }
 
     /// Relists now and then `relist_period` after each relist ends, on the clock, in a background thread.
-    fn start(&self) {
-        self.inner.start();
+    fn start(&self) -> PyResult<()> {
+        self.inner.start()?;
         let weak = Arc::downgrade(&self.inner);
         register_loop(Box::new(move || weak.upgrade().map(|p| p.signal_stop()).is_some()));
+        Ok(())
     }
 
     /// Stops the relist loop, waiting for a relist in progress.
@@ -1277,10 +1278,11 @@ impl PyEventedPLEG {
 
     /// Marks evented in use (the generic PLEG then stores the runtime's status timestamps), starts the
     /// 2-second global cache tick and, with a runtime service, the event stream.
-    fn start(&self) {
-        self.inner.start(self.source.clone());
+    fn start(&self) -> PyResult<()> {
+        self.inner.start(self.source.clone())?;
         let weak = Arc::downgrade(&self.inner);
         register_loop(Box::new(move || weak.upgrade().map(|p| p.stop()).is_some()));
+        Ok(())
     }
 
     /// No longer in use; the loops end.
