@@ -5,6 +5,8 @@ mod convert;
 mod correlator;
 mod errors;
 mod sim;
+// Tuning lab: replay metrics and parameter sweeps.
+mod lab;
 
 use pyo3::prelude::*;
 
@@ -20,5 +22,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(correlator::make_event, m)?)?;
     m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
     m.add("DEFAULT_QPS", f64::from(crate::correlator::DEFAULT_QPS))?;
+    // Tuning lab.
+    m.add_function(wrap_pyfunction!(lab::replay_grid, m)?)?;
     Ok(())
 }

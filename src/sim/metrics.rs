@@ -292,6 +292,7 @@ mod tests {
 
     const S: i64 = 1_000_000_000;
 
+    #[allow(clippy::too_many_arguments)]
     fn occ<'a>(t: i64, name: &'a str, reason: &'a str, message: &'a str, action: Action, aggregated: bool, event: &'a str, count: i32) -> Occurrence<'a> {
         Occurrence {
             t_ns: t * S,
