@@ -53,3 +53,8 @@ __all__ = [
     "make_event",
     "simulate",
 ]
+
+# --- Tuning lab: parameter sweeps over replays (kubevents.lab) ----------------------------------------------
+from kubevents.lab import SweepResult, sweep  # noqa: E402
+
+__all__ += ["SweepResult", "sweep"]
