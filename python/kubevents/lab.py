@@ -32,7 +32,7 @@ import itertools
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, as_completed
 from typing import Any
 
 from kubevents._native import replay_grid
@@ -190,13 +190,14 @@ def _sweep_on(
     if chunksize is None:
         chunksize = min(64, max(1, math.ceil(len(combos) / (4 * (os.cpu_count() or 1)))))
     chunks = [combos[i : i + chunksize] for i in range(0, len(combos), chunksize)]
-    futures: list[Future[list[dict[str, Any]]]] = []
+    futures: dict[Future[list[dict[str, Any]]], int] = {}
     try:
         for chunk in chunks:
-            f = executor.submit(_run_chunk, trace, chunk, window, workers or 1)
+            futures[executor.submit(_run_chunk, trace, chunk, window, workers or 1)] = len(chunk)
+        for f in as_completed(futures):
+            f.result()  # the first failure ends the sweep
             if bar is not None:
-                f.add_done_callback(lambda f, n=len(chunk): bar.update(n))
-            futures.append(f)
+                bar.update(futures[f])
         return [r for f in futures for r in f.result()]
     except BaseException:
         for f in futures:
