@@ -123,8 +123,9 @@ def budget_timeline(trace: _Trace, *, objects: int = 8, ax: Any = None, **option
         lane.setdefault(_object(r), []).append((r["t_ns"] - t0) / 60e9)
     top = sorted(skips, key=lambda o: (-len(skips[o]), o))[:objects]
     for n, name in enumerate(top):
+        # Writes on top: they are few, and drops would hide them.
         ax.scatter(writes.get(name, []), [n] * len(writes.get(name, [])), marker="|", s=80, color="tab:blue",
-                   label="written" if n == 0 else None)
+                   label="written" if n == 0 else None, zorder=3)
         ax.scatter(skips[name], [n] * len(skips[name]), marker="|", s=80, color="tab:red",
                    label="dropped by the spam filter" if n == 0 else None)
     ax.set_yticks(range(len(top)), top)
