@@ -114,9 +114,9 @@ def _progress_bar(total: int, enabled: bool) -> Any:
     return tqdm(total=total, desc="sweep", unit="replay", delay=1.0)
 
 
-def _run_chunk(trace: Any, chunk: list[dict[str, float]], window: float, workers: int | None) -> list[dict[str, Any]]:
+def _run_chunk(trace: Any, chunk: list[dict[str, float]], window: float, workers: int | None) -> list[Any]:
     """Runs one chunk of a sweep (in an executor's worker)."""
-    return replay_grid(trace, chunk, window=window, workers=workers)
+    return list(replay_grid(trace, chunk, window=window, workers=workers))
 
 
 def sweep(
@@ -166,8 +166,8 @@ def sweep(
     bar = _progress_bar(len(combos), progress)
     try:
         if executor is None:
-            on_result: Callable[[int, dict[str, Any]], None] | None = (lambda i, m: bar.update(1)) if bar else None
-            results = replay_grid(trace, combos, window=window, workers=workers, on_result=on_result)
+            on_result: Callable[[int, Any], None] | None = (lambda i, m: bar.update(1)) if bar else None
+            results: Sequence[Mapping[str, Any]] = replay_grid(trace, combos, window=window, workers=workers, on_result=on_result)
         else:
             results = _sweep_on(executor, trace, combos, window, workers, chunksize, bar)
     finally:
@@ -184,13 +184,13 @@ def _sweep_on(
     workers: int | None,
     chunksize: int | None,
     bar: Any,
-) -> list[dict[str, Any]]:
+) -> list[Any]:
     if not (isinstance(trace, (str, os.PathLike)) or isinstance(trace, Sequence)):
         trace = list(trace)
     if chunksize is None:
         chunksize = min(64, max(1, math.ceil(len(combos) / (4 * (os.cpu_count() or 1)))))
     chunks = [combos[i : i + chunksize] for i in range(0, len(combos), chunksize)]
-    futures: dict[Future[list[dict[str, Any]]], int] = {}
+    futures: dict[Future[list[Any]], int] = {}
     try:
         for chunk in chunks:
             futures[executor.submit(_run_chunk, trace, chunk, window, workers or 1)] = len(chunk)

@@ -161,6 +161,9 @@ def kubelet_storm(seed: int = 7, minutes: int = 60) -> list[dict]:
 
 # --- Synthetic workloads, JSON Lines files and traces from real clusters -------------------------------------
 
+from collections.abc import Iterable, Iterator, Mapping  # noqa: E402
+from typing import Any  # noqa: E402
+
 __all__ += ["WORKLOADS", "Workload", "from_kubectl", "generate", "read_jsonl", "write_jsonl"]
 
 _BASE_NS = 1_700_000_000_000_000_000
@@ -265,7 +268,7 @@ class Workload:
             raise ValueError(f"n must be an int >= 0, got {n!r}")
         self.workload, self.n, self.seed = workload, n, seed
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         return WORKLOADS[self.workload](self.n, random.Random(self.seed))
 
     def __len__(self) -> int:
@@ -283,7 +286,7 @@ def generate(workload: str, n: int = 100_000, seed: int = 1) -> Workload:
     return Workload(workload, n, seed)
 
 
-def write_jsonl(records, path) -> int:
+def write_jsonl(records: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> int:
     """Writes records to a JSON Lines file (compact, one per line); returns how many were written."""
     n = 0
     with open(path, "w", encoding="utf-8") as f:
@@ -294,7 +297,7 @@ def write_jsonl(records, path) -> int:
     return n
 
 
-def read_jsonl(path):
+def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """Yields the records of a JSON Lines file, skipping blank lines; a bad line raises ``ValueError`` naming
     it. (``simulate`` and ``sweep`` read paths natively, faster; this is for looking at records.)"""
     with open(path, encoding="utf-8") as f:
@@ -382,7 +385,7 @@ def _occurrences(item, where):
     return (involved, component, host, item.get("type") or "", item.get("reason") or "", message, count, first, last)
 
 
-def from_kubectl(path_or_obj) -> list[dict]:
+def from_kubectl(path_or_obj: str | os.PathLike[str] | Mapping[str, Any] | list[Any]) -> list[dict[str, Any]]:
     """A trace from ``kubectl get events -A -o json`` (core/v1 Events) or
     ``kubectl get events.v1.events.k8s.io -A -o json`` (events.k8s.io/v1): a path to the JSON, or the parsed
     object (a List with ``items``, or a list of Events).
@@ -403,7 +406,7 @@ def from_kubectl(path_or_obj) -> list[dict]:
     if isinstance(obj, (str, os.PathLike)):
         with open(obj, encoding="utf-8") as f:
             obj = json.load(f)
-    if isinstance(obj, dict):
+    if isinstance(obj, Mapping):
         if "items" not in obj:
             raise ValueError("expected a List with 'items' (kubectl get events -A -o json)")
         items = obj["items"] or []
