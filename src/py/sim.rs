@@ -87,7 +87,7 @@ struct ReplayMetrics {
     objects: Option<Vec<(ObjectKey, Summary)>>,
 }
 
-/// The result of a replay: totals, per-object counts when asked for, and the decisions on demand.
+/// The result of a replay: totals, per-object counts and metrics when asked for, and the decisions on demand.
 #[pyclass(module = "kubevents", name = "Simulation", frozen)]
 pub struct PySimulation {
     totals: Totals,
@@ -298,6 +298,7 @@ fn fill(py: Python<'_>, st: &mut DecisionState) -> PyResult<()> {
 }
 
 /// Replays a trace through client-go's correlator on a virtual clock (see the module docs of `kubevents`).
+/// With `metrics=True` it also collects the metrics of `kubevents.lab` (peak rates over `window` seconds).
 #[pyfunction]
 #[pyo3(signature = (trace, *, lru_cache_size=4096, burst=25, qps=f64::from(DEFAULT_QPS), max_events=10,
                     max_interval=600, key_func=None, message_func=None, spam_key_func=None, per_object=false,

@@ -12,6 +12,7 @@
 //!   are `unreported`.
 //! * Peak writes: the most writes within any window of `window_ns` (both ends included), overall and per object.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 
 use foldhash::fast::RandomState;
@@ -106,14 +107,32 @@ impl Window {
 struct PerObject {
     summary: Summary,
     window: Window,
+    /// Events of this object with skipped occurrences waiting for a write; while 0, a write needs no lookup.
+    pending_events: u32,
 }
 
 /// Skipped occurrences of one event still waiting for a write.
 struct Pending {
-    object: u32,
     n: u64,
     sum_t: i128,
     min_t: i64,
+}
+
+/// Small ids for strings, so that the keys of the distinct-value tables are integers.
+#[derive(Default)]
+struct Interner {
+    ids: HashMap<Box<str>, u32, RandomState>,
+}
+
+impl Interner {
+    fn id(&mut self, s: &str) -> u32 {
+        if let Some(&id) = self.ids.get(s) {
+            return id;
+        }
+        let id = self.ids.len() as u32;
+        self.ids.insert(s.into(), id);
+        id
+    }
 }
 
 /// Collects the metrics of a replay, one occurrence at a time.
@@ -121,10 +140,13 @@ pub struct Metrics {
     window_ns: i64,
     object_ids: HashMap<Box<[u8]>, u32, RandomState>,
     objects: Vec<(ObjectKey, PerObject)>,
-    /// (object, reason, message) -> kept, and (object, reason) -> kept.
-    messages: HashMap<Box<[u8]>, bool, RandomState>,
-    reasons: HashMap<Box<[u8]>, bool, RandomState>,
-    pending: HashMap<Box<str>, Pending, RandomState>,
+    reason_ids: Interner,
+    message_ids: Interner,
+    /// (object, reason, message) -> kept, and (object, reason) -> kept, by ids.
+    messages: HashMap<u128, bool, RandomState>,
+    reasons: HashMap<u64, bool, RandomState>,
+    /// By object id and event name (names are unique only within a namespace).
+    pending: HashMap<Box<[u8]>, (u32, Pending), RandomState>,
     overall: Summary,
     window: Window,
     key: Vec<u8>,
@@ -151,6 +173,8 @@ impl Metrics {
             window_ns: window_ns.max(1),
             object_ids: HashMap::default(),
             objects: Vec::new(),
+            reason_ids: Interner::default(),
+            message_ids: Interner::default(),
             messages: HashMap::default(),
             reasons: HashMap::default(),
             pending: HashMap::default(),
@@ -184,29 +208,33 @@ impl Metrics {
         let id = self.object_id(o.object);
         let written = o.action != Action::Skip;
 
-        // Keys: object id, reason, separator, message; the (object, reason) key is its prefix.
-        let key = &mut self.key;
-        key.clear();
-        key.extend_from_slice(&id.to_le_bytes());
-        key.extend_from_slice(o.reason.as_bytes());
-        key.push(SEP);
-        let reason_len = key.len();
-        key.extend_from_slice(o.message.as_bytes());
-        let object = &mut self.objects[id as usize].1;
-        let (new_reason, reason_newly_kept) = mark(&mut self.reasons, &key[..reason_len], written);
-        let (new_message, message_newly_kept) = mark(&mut self.messages, key, written && !o.aggregated);
+        let reason = u64::from(id) << 32 | u64::from(self.reason_ids.id(o.reason));
+        let message = u128::from(reason) << 32 | u128::from(self.message_ids.id(o.message));
+        let (new_reason, reason_newly_kept) = mark(&mut self.reasons, reason, written);
+        let (new_message, message_newly_kept) = mark(&mut self.messages, message, written && !o.aggregated);
 
+        let object = &mut self.objects[id as usize].1;
         let mut delayed = None;
-        if written {
-            delayed = self.pending.remove(o.event_name);
-        } else {
-            if !self.pending.contains_key(o.event_name) {
-                self.pending.insert(o.event_name.into(), Pending { object: id, n: 0, sum_t: 0, min_t: o.t_ns });
+        if !written || object.pending_events > 0 {
+            let key = &mut self.key;
+            key.clear();
+            key.extend_from_slice(&id.to_le_bytes());
+            key.extend_from_slice(o.event_name.as_bytes());
+            if written {
+                delayed = self.pending.remove(key.as_slice()).map(|(_, p)| p);
+                object.pending_events -= u32::from(delayed.is_some());
+            } else {
+                let (_, p) = match self.pending.get_mut(key.as_slice()) {
+                    Some(p) => p,
+                    None => {
+                        object.pending_events += 1;
+                        self.pending.entry(key.as_slice().into()).or_insert((id, Pending { n: 0, sum_t: 0, min_t: o.t_ns }))
+                    }
+                };
+                p.n += 1;
+                p.sum_t += i128::from(o.t_ns);
+                p.min_t = p.min_t.min(o.t_ns);
             }
-            let p = self.pending.get_mut(o.event_name).expect("inserted above");
-            p.n += 1;
-            p.sum_t += i128::from(o.t_ns);
-            p.min_t = p.min_t.min(o.t_ns);
         }
 
         for s in [&mut self.overall, &mut object.summary] {
@@ -232,9 +260,7 @@ impl Metrics {
         if let Some(p) = delayed {
             let sum = i128::from(p.n as i64) * i128::from(o.t_ns) - p.sum_t;
             let max = o.t_ns - p.min_t;
-            // The pending occurrences belong to the object that recorded them, which is also this one: an
-            // event's name is kept per involved object.
-            for s in [&mut self.overall, &mut self.objects[p.object as usize].1.summary] {
+            for s in [&mut self.overall, &mut object.summary] {
                 s.delayed += p.n;
                 s.delay_sum_ns += sum;
                 s.max_delay_ns = s.max_delay_ns.max(max);
@@ -245,7 +271,7 @@ impl Metrics {
     /// The metrics over the whole replay so far.
     pub fn summary(&self) -> Summary {
         let mut s = self.overall;
-        s.unreported = self.pending.values().map(|p| p.n).sum();
+        s.unreported = self.pending.values().map(|(_, p)| p.n).sum();
         s.peak_writes = self.window.peak;
         s.peak_object_writes = self.objects.iter().map(|(_, o)| o.window.peak).max().unwrap_or(0);
         s
@@ -254,8 +280,8 @@ impl Metrics {
     /// The metrics of each object, in the order the objects first appeared.
     pub fn objects(&self) -> Vec<(ObjectKey, Summary)> {
         let mut unreported = vec![0u64; self.objects.len()];
-        for p in self.pending.values() {
-            unreported[p.object as usize] += p.n;
+        for (object, p) in self.pending.values() {
+            unreported[*object as usize] += p.n;
         }
         self.objects
             .iter()
@@ -272,15 +298,16 @@ impl Metrics {
 }
 
 /// Notes a key as seen, and as kept when `kept`; returns (first seen, first kept).
-fn mark(map: &mut HashMap<Box<[u8]>, bool, RandomState>, key: &[u8], kept: bool) -> (bool, bool) {
-    match map.get_mut(key) {
-        Some(k) => {
+fn mark<K: std::hash::Hash + Eq>(map: &mut HashMap<K, bool, RandomState>, key: K, kept: bool) -> (bool, bool) {
+    match map.entry(key) {
+        Entry::Occupied(mut e) => {
+            let k = e.get_mut();
             let newly = kept && !*k;
             *k |= kept;
             (false, newly)
         }
-        None => {
-            map.insert(key.into(), kept);
+        Entry::Vacant(e) => {
+            e.insert(kept);
             (true, kept)
         }
     }
@@ -338,6 +365,18 @@ mod tests {
         assert_eq!(b.reason_share(), 0.0);
         let a = objects[0].1;
         assert_eq!((a.events, a.delayed, a.unreported, a.messages, a.messages_kept, a.peak_writes), (6, 2, 0, 3, 2, 3));
+    }
+
+    #[test]
+    fn event_names_are_told_apart_by_object() {
+        // Event names are unique only within a namespace: a write of b's "x.1" must not report a's "x.1".
+        let mut m = Metrics::new(S);
+        m.observe(&occ(0, "a", "R", "m", Action::Skip, false, "x.1", 1));
+        m.observe(&occ(1, "b", "R", "m", Action::Patch, false, "x.1", 2));
+        let s = m.summary();
+        assert_eq!((s.delayed, s.unreported), (0, 1));
+        m.observe(&occ(3, "a", "R", "m", Action::Patch, false, "x.1", 2));
+        assert_eq!((m.summary().delayed, m.summary().unreported, m.summary().max_delay_ns), (1, 0, 3 * S));
     }
 
     #[test]
