@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import pytest
@@ -66,7 +67,8 @@ def test_process_pool_executor_with_a_path(trace, tmp_path):
     path = tmp_path / "t.jsonl"
     write_jsonl(trace, path)
     grid = {"burst": [2, 25]}
-    with ProcessPoolExecutor(2) as ex:
+    # spawn: a forked child would inherit whatever threads the test process runs.
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as ex:
         rows = kubevents.sweep(path, grid, executor=ex, chunksize=1, progress=False)
     assert rows == expected(trace, grid)
 
