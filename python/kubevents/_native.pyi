@@ -206,10 +206,7 @@ def simulate(
 
 # --- Tuning lab ---------------------------------------------------------------------------------------------
 
-class _ObjectMetrics(TypedDict):
-    kind: str
-    namespace: str
-    name: str
+class _ReplayMetrics(TypedDict):
     events: int
     writes: int
     creates: int
@@ -231,29 +228,14 @@ class _ObjectMetrics(TypedDict):
     peak_write_rate: float
     max_count: int
 
-class _Metrics(TypedDict):
-    events: int
-    writes: int
-    creates: int
-    patches: int
-    write_reduction: float
-    spam_skipped: int
-    aggregated: int
-    messages: int
-    messages_kept: int
-    message_share: float
-    reasons: int
-    reasons_kept: int
-    reason_share: float
-    delayed: int
-    unreported: int
-    mean_delay_s: float
-    max_delay_s: float
-    peak_writes: int
-    peak_write_rate: float
+class _Metrics(_ReplayMetrics):
     peak_object_writes: int
     peak_object_write_rate: float
-    max_count: int
+
+class _ObjectMetrics(_ReplayMetrics):
+    kind: str
+    namespace: str
+    name: str
 
 def replay_grid(
     trace: str | PathLike[str] | Iterable[_Record],

@@ -31,6 +31,14 @@ def _records(trace: _Trace) -> list[Mapping[str, Any]]:
     return list(trace)
 
 
+def _replay(trace: _Trace, options: dict[str, Any]) -> tuple[list[Mapping[str, Any]], list[Any], int]:
+    """The records, the decision on each and the first record's time."""
+    records = _records(trace)
+    if not records:
+        return [], [], 0
+    return records, list(kubevents.simulate(records, **options).decisions()), min(r["t_ns"] for r in records)
+
+
 def _axes(ax: Any) -> Any:
     return plt.subplots(figsize=(8, 4))[1] if ax is None else ax
 
@@ -45,12 +53,10 @@ def writes_over_time(trace: _Trace, *, bin_s: float = 60.0, ax: Any = None, log:
     under ``options``, in bins of ``bin_s`` seconds."""
     if not bin_s > 0:
         raise ValueError(f"bin_s must be > 0, got {bin_s}")
-    records = _records(trace)
+    records, decisions, t0 = _replay(trace, options)
     ax = _axes(ax)
     if not records:
         return ax
-    decisions = kubevents.simulate(records, **options).decisions()
-    t0 = min(r["t_ns"] for r in records)
     width = int(bin_s * 1e9)
     every: Counter[int] = Counter()
     written: Counter[int] = Counter()
@@ -110,12 +116,10 @@ def budget_timeline(trace: _Trace, *, objects: int = 8, ax: Any = None, **option
     a tick per write and a red tick per occurrence the spam filter dropped, in a replay under ``options``."""
     if objects < 1:
         raise ValueError(f"objects must be >= 1, got {objects}")
-    records = _records(trace)
+    records, decisions, t0 = _replay(trace, options)
     ax = _axes(ax)
     if not records:
         return ax
-    decisions = kubevents.simulate(records, **options).decisions()
-    t0 = min(r["t_ns"] for r in records)
     writes: dict[str, list[float]] = {}
     skips: dict[str, list[float]] = {}
     for r, d in zip(records, decisions):

@@ -327,14 +327,33 @@ def _parse_time(value, where):
     return seconds * 10**9 + int((frac or "").ljust(9, "0"))
 
 
+def _field(item, dotted):
+    for part in dotted.split("."):
+        item = item.get(part) if isinstance(item, dict) else None
+    return item
+
+
 def _first_time(item, names, where):
     for name in names:
-        obj = item
-        for part in name.split("."):
-            obj = obj.get(part) if isinstance(obj, dict) else None
-        if obj:
-            return _parse_time(obj, f"{where}.{name}")
+        value = _field(item, name)
+        if value:
+            return _parse_time(value, f"{where}.{name}")
     return None
+
+
+# Where each shape keeps the parts of a trace record; the first field present wins.
+_CORE_V1 = {
+    "reference": "involvedObject", "source": "source", "reporter": "reportingComponent", "message": "message",
+    "count": ("count", "series.count"),
+    "first": ("firstTimestamp", "eventTime", "metadata.creationTimestamp"),
+    "last": ("lastTimestamp", "series.lastObservedTime", "eventTime"),
+}
+_EVENTS_V1 = {
+    "reference": "regarding", "source": "deprecatedSource", "reporter": "reportingController", "message": "note",
+    "count": ("series.count", "deprecatedCount"),
+    "first": ("deprecatedFirstTimestamp", "eventTime", "metadata.creationTimestamp"),
+    "last": ("deprecatedLastTimestamp", "series.lastObservedTime", "eventTime"),
+}
 
 
 def _involved(ref, where):
@@ -356,25 +375,15 @@ def _occurrences(item, where):
     if not isinstance(item, dict):
         raise TypeError(f"{where}: expected an Event object, got {type(item).__name__}")
     events_v1 = "regarding" in item or str(item.get("apiVersion", "")).startswith("events.k8s.io/")
-    series = item.get("series") or {}
-    if events_v1:
-        involved = _involved(item.get("regarding") or {}, f"{where}.regarding")
-        source = item.get("deprecatedSource") or {}
-        component = source.get("component") or item.get("reportingController") or ""
-        host = source.get("host") or item.get("reportingInstance") or ""
-        message = item.get("note") or ""
-        count = series.get("count") or item.get("deprecatedCount") or 1
-        first = _first_time(item, ("deprecatedFirstTimestamp", "eventTime", "metadata.creationTimestamp"), where)
-        last = _first_time(item, ("deprecatedLastTimestamp", "series.lastObservedTime", "eventTime"), where)
-    else:
-        involved = _involved(item.get("involvedObject") or {}, f"{where}.involvedObject")
-        source = item.get("source") or {}
-        component = source.get("component") or item.get("reportingComponent") or ""
-        host = source.get("host") or item.get("reportingInstance") or ""
-        message = item.get("message") or ""
-        count = item.get("count") or series.get("count") or 1
-        first = _first_time(item, ("firstTimestamp", "eventTime", "metadata.creationTimestamp"), where)
-        last = _first_time(item, ("lastTimestamp", "series.lastObservedTime", "eventTime"), where)
+    shape = _EVENTS_V1 if events_v1 else _CORE_V1
+    involved = _involved(item.get(shape["reference"]) or {}, f"{where}.{shape['reference']}")
+    source = item.get(shape["source"]) or {}
+    component = source.get("component") or item.get(shape["reporter"]) or ""
+    host = source.get("host") or item.get("reportingInstance") or ""
+    message = item.get(shape["message"]) or ""
+    count = next((c for c in (_field(item, f) for f in shape["count"]) if c), 1)
+    first = _first_time(item, shape["first"], where)
+    last = _first_time(item, shape["last"], where)
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise ValueError(f"{where}: count must be a positive int, got {count!r}")
     if first is None:
