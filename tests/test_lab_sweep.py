@@ -73,6 +73,21 @@ def test_process_pool_executor_with_a_path(trace, tmp_path):
     assert rows == expected(trace, grid)
 
 
+def test_executor_gets_a_workload_as_it_is():
+    workload = generate("storm", n=500, seed=2)
+    seen = []
+
+    class Recording(ThreadPoolExecutor):
+        def submit(self, fn, *args, **kwargs):
+            seen.append(args[0])
+            return super().submit(fn, *args, **kwargs)
+
+    with Recording(2) as ex:
+        rows = kubevents.sweep(workload, {"burst": [1, 5]}, executor=ex, chunksize=1, progress=False)
+    assert seen == [workload, workload]
+    assert rows == expected(list(workload), {"burst": [1, 5]})
+
+
 def test_progress_bar_counts_every_replay(trace, monkeypatch):
     tqdm = pytest.importorskip("tqdm")
     updates = []

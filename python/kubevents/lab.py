@@ -36,6 +36,7 @@ from concurrent.futures import Executor, Future, as_completed
 from typing import Any
 
 from kubevents._native import replay_grid
+from kubevents.traces import Workload
 
 __all__ = ["GRID_OPTIONS", "METRICS", "SweepResult", "combinations", "sweep"]
 
@@ -185,7 +186,8 @@ def _sweep_on(
     chunksize: int | None,
     bar: Any,
 ) -> list[Any]:
-    if not (isinstance(trace, (str, os.PathLike)) or isinstance(trace, Sequence)):
+    # Paths and workloads travel small; other one-shot iterables must become lists to travel at all.
+    if not isinstance(trace, (str, os.PathLike, Sequence, Workload)):
         trace = list(trace)
     if chunksize is None:
         chunksize = min(64, max(1, math.ceil(len(combos) / (4 * (os.cpu_count() or 1)))))
