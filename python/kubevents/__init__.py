@@ -78,3 +78,7 @@ __all__ += [
     "new_event_broadcaster_adapter",
 ]
 # -- end events.k8s.io/v1 recording --
+# --- Tuning lab: parameter sweeps over replays (kubevents.lab) ----------------------------------------------
+from kubevents.lab import SweepResult, sweep  # noqa: E402
+
+__all__ += ["SweepResult", "sweep"]

@@ -2,6 +2,9 @@
 the API server.
 
 Without ``--trace`` it replays a built-in hour of a kubelet during an incident (``kubevents.traces.kubelet_storm``).
+
+``python -m kubevents sweep --trace FILE --grid burst=10,25,50 --grid qps=0.0033,0.01 [--csv out.csv]`` replays
+the trace under every combination of the grid instead (``python -m kubevents sweep --help``).
 """
 
 from __future__ import annotations
@@ -72,6 +75,11 @@ def _table(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Subcommand: python -m kubevents sweep ... (kubevents/_sweep_cli.py).
+    if (sys.argv[1:] if argv is None else argv)[:1] == ["sweep"]:
+        from kubevents import _sweep_cli
+
+        return _sweep_cli.main((sys.argv[1:] if argv is None else argv)[1:])
     args = _parser().parse_args(argv)
     trace = args.trace if args.trace else kubelet_storm()
     try:

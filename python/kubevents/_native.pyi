@@ -23,6 +23,8 @@ __all__ = [
     "Watcher",
     "object_reference",
     "register_kind",
+    # Tuning lab.
+    "replay_grid",
 ]
 
 DEFAULT_QPS: float
@@ -181,6 +183,14 @@ class Simulation:
         """The ``n`` objects with the most API writes; needs ``simulate(..., per_object=True)``."""
     def decisions(self) -> Decisions:
         """Replays the trace again and yields one decision per input event."""
+    # Tuning lab: replay metrics (``simulate(..., metrics=True)``).
+    @property
+    def metrics(self) -> _Metrics:
+        """The metrics of the replay (defined in ``kubevents.lab``); needs ``metrics=True``."""
+    def object_metrics(self, n: int | None = None) -> list[_ObjectMetrics]:
+        """Each object's metrics, most API writes first; needs ``metrics=True, per_object=True``."""
+    def to_pandas(self, objects: bool = False) -> Any:
+        """The metrics as a pandas DataFrame: one row, or one row per object with ``objects=True``."""
 
 def simulate(
     trace: str | PathLike[str] | Iterable[_Record],
@@ -194,9 +204,12 @@ def simulate(
     message_func: Callable[[_Event], str] | None = None,
     spam_key_func: Callable[[_Event], str] | None = None,
     per_object: bool = False,
+    metrics: bool = False,
+    window: _DurationLike | None = None,
 ) -> Simulation:
     """Replays a trace (a JSON Lines path or an iterable of records) as ``recordToSink`` would, on a
-    virtual clock, with a sink that never fails."""
+    virtual clock, with a sink that never fails. ``metrics=True`` also collects ``Simulation.metrics``, with
+    peak write rates over windows of ``window`` seconds (default 60)."""
 
 # -- recording pipeline --
 
@@ -705,3 +718,47 @@ class EventedPLEG:
     def stats(self) -> _EventedStats:
         """Counters: events received, ignored, rejected, sent; stream failures; whether it fell back; the
         running-pod count moved by each event's sandbox state (``kubelet_running_pods``)."""
+
+# --- Tuning lab ---------------------------------------------------------------------------------------------
+
+class _ReplayMetrics(TypedDict):
+    events: int
+    writes: int
+    creates: int
+    patches: int
+    write_reduction: float
+    spam_skipped: int
+    aggregated: int
+    messages: int
+    messages_kept: int
+    message_share: float
+    reasons: int
+    reasons_kept: int
+    reason_share: float
+    delayed: int
+    unreported: int
+    mean_delay_s: float
+    max_delay_s: float
+    peak_writes: int
+    peak_write_rate: float
+    max_count: int
+
+class _Metrics(_ReplayMetrics):
+    peak_object_writes: int
+    peak_object_write_rate: float
+
+class _ObjectMetrics(_ReplayMetrics):
+    kind: str
+    namespace: str
+    name: str
+
+def replay_grid(
+    trace: str | PathLike[str] | Iterable[_Record],
+    grid: Iterable[Mapping[str, float]],
+    *,
+    window: _DurationLike | None = None,
+    workers: int | None = None,
+    on_result: Callable[[int, _Metrics], object] | None = None,
+) -> list[_Metrics]:
+    """Replays one trace under each entry of ``grid`` (dicts of ``simulate`` options) on ``workers`` native
+    threads with the GIL released; the metrics of each replay, in grid order. ``kubevents.sweep`` builds on it."""

@@ -14,7 +14,11 @@ and ``annotations`` (a dict of str) are optional. Unknown keys are an error, so 
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
+import os
 import random
+import re
 import uuid
 
 __all__ = ["kubelet_storm"]
@@ -151,5 +155,281 @@ def kubelet_storm(seed: int = 7, minutes: int = 60) -> list[dict]:
             t += retry
             retry = min(retry * 2, 122.0)
 
+    out.sort(key=lambda r: r["t_ns"])
+    return out
+
+
+# --- Synthetic workloads, JSON Lines files and traces from real clusters -------------------------------------
+
+from collections.abc import Iterable, Iterator, Mapping  # noqa: E402
+from typing import Any  # noqa: E402
+
+__all__ += ["WORKLOADS", "Workload", "from_kubectl", "generate", "read_jsonl", "write_jsonl"]
+
+_BASE_NS = 1_700_000_000_000_000_000
+_MS = 1_000_000
+
+
+def _w_pod(i, namespace="default", field_path=""):
+    return {"kind": "Pod", "namespace": namespace, "name": f"pod-{i}", "uid": f"uid-pod-{i}",
+            "api_version": "v1", "field_path": field_path}
+
+
+def _w_event(t_ns, involved, type_, reason, message, host="node-0"):
+    return {"t_ns": t_ns, "source_component": "kubelet", "source_host": host, "involved": involved,
+            "type": type_, "reason": reason, "message": message}
+
+
+def _unique(n, rng):
+    for i in range(n):
+        yield _w_event(_BASE_NS + i * _MS, _w_pod(i), "Normal", "Scheduled",
+                       f"Successfully assigned default/pod-{i} to node-{i % 50}", host=f"node-{i % 50}")
+
+
+def _identical(n, rng):
+    for i in range(n):
+        k = (i * 7919) % 200
+        yield _w_event(_BASE_NS + i * 50 * _MS, _w_pod(k, field_path="spec.containers{app}"), "Warning", "BackOff",
+                       f"Back-off restarting failed container app in pod pod-{k}", host=f"node-{k % 20}")
+
+
+def _similar(n, rng):
+    for i in range(n):
+        k = rng.randrange(100)
+        j = rng.randrange(30)
+        yield _w_event(_BASE_NS + i * 20 * _MS, _w_pod(k), "Warning", "FailedMount",
+                       f"MountVolume.SetUp failed for volume \"vol-{j}\" : secret \"s-{j}\" not found",
+                       host=f"node-{k % 20}")
+
+
+_MIXED_REASONS = [
+    # reason, type, weight, variants, message template
+    ("Pulling", "Normal", 14, 3, "Pulling image \"registry.local/app:v{v}\""),
+    ("Pulled", "Normal", 14, 3, "Successfully pulled image \"registry.local/app:v{v}\" in {v}.2s"),
+    ("Created", "Normal", 14, 2, "Created container c{v}"),
+    ("Started", "Normal", 14, 2, "Started container c{v}"),
+    ("BackOff", "Warning", 20, 2, "Back-off restarting failed container c{v} in pod {pod}"),
+    ("Unhealthy", "Warning", 12, 4, "Readiness probe failed: HTTP probe failed with statuscode: 50{v}"),
+    ("FailedMount", "Warning", 6, 5, "MountVolume.SetUp failed for volume \"vol-{v}\" : configmap not found"),
+    ("Killing", "Normal", 6, 2, "Stopping container c{v}"),
+]
+
+
+def _mixed(n, rng):
+    weights = [r[2] for r in _MIXED_REASONS]
+    t = _BASE_NS
+    last_by_pod = {}
+    for _ in range(n):
+        t += max(1, int(rng.expovariate(1.0 / (5 * _MS))))
+        k = int(5000 * rng.random() ** 2.5)  # skewed: a few pods are much busier than the rest
+        if k in last_by_pod and rng.random() < 0.10:
+            ev = dict(last_by_pod[k])
+            ev["t_ns"] = t
+            yield ev
+            continue
+        reason, type_, _, variants, template = rng.choices(_MIXED_REASONS, weights)[0]
+        v = rng.randrange(variants)
+        field_path = f"spec.containers{{c{v % 2}}}" if reason in ("Created", "Started", "BackOff", "Killing") else ""
+        ev = _w_event(t, _w_pod(k, namespace=f"ns-{k % 40}", field_path=field_path), type_, reason,
+                      template.format(v=v, pod=f"pod-{k}"), host=f"node-{k % 100}")
+        last_by_pod[k] = ev
+        yield ev
+
+
+def _storm(n, rng):
+    for i in range(n):
+        k = i % 20
+        yield _w_event(_BASE_NS + i * _MS, _w_pod(k, field_path="spec.containers{app}"), "Warning", "BackOff",
+                       "Back-off restarting failed container app", host="node-0")
+
+
+WORKLOADS = {"unique": _unique, "identical": _identical, "similar": _similar, "mixed": _mixed, "storm": _storm}
+"""The synthetic workloads of ``generate``:
+
+* ``unique``: every event about a different pod, reason Scheduled; +1 ms per event.
+* ``identical``: 200 pods, the same BackOff message per pod, visited in a scrambled order; +50 ms per event.
+* ``similar``: 100 pods, FailedMount with 30 message variants per pod; +20 ms per event.
+* ``mixed``: 5000 pods (a few much busier than the rest), 8 kubelet reasons with realistic weights and a few
+  variants each, exponential gaps (mean 5 ms), about 10 % immediate repeats.
+* ``storm``: 20 pods, identical Warning BackOff, +1 ms per event: exercises the spam filter.
+"""
+
+
+class Workload:
+    """A synthetic trace that can be iterated again and again, each time with the same records.
+
+    ``len()`` is the number of records; ``list(w)`` materialises them.
+    """
+
+    def __init__(self, workload: str, n: int, seed: int) -> None:
+        if workload not in WORKLOADS:
+            raise ValueError(f"unknown workload {workload!r}; choose from {', '.join(sorted(WORKLOADS))}")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"n must be an int >= 0, got {n!r}")
+        self.workload, self.n, self.seed = workload, n, seed
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return WORKLOADS[self.workload](self.n, random.Random(self.seed))
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __repr__(self) -> str:
+        return f"Workload({self.workload!r}, n={self.n}, seed={self.seed})"
+
+
+def generate(workload: str, n: int = 100_000, seed: int = 1) -> Workload:
+    """The records of a synthetic workload (see ``WORKLOADS``), deterministic for ``(workload, n, seed)``.
+
+    The same generators, with the same records for the same seed, as the project's benchmark script.
+    """
+    return Workload(workload, n, seed)
+
+
+def write_jsonl(records: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> int:
+    """Writes records to a JSON Lines file (compact, one per line); returns how many were written."""
+    n = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, separators=(",", ":")))
+            f.write("\n")
+            n += 1
+    return n
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """Yields the records of a JSON Lines file, skipping blank lines; a bad line raises ``ValueError`` naming
+    it. (``simulate`` and ``sweep`` read paths natively, faster; this is for looking at records.)"""
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}: line {line_no}: {e}") from None
+
+
+# kubectl's dumps hold the end points of each event's run of occurrences and their count, nothing between.
+_COMBINED = "(combined from similar events): "
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
+
+
+def _parse_time(value, where):
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: expected an RFC 3339 string, got {type(value).__name__}")
+    m = _RFC3339.match(value.strip())
+    if not m:
+        raise ValueError(f"{where}: not an RFC 3339 time: {value!r}")
+    base, frac, zone = m.groups()
+    dt = _dt.datetime.fromisoformat(base + ("+00:00" if zone == "Z" else zone))
+    seconds = int(dt.timestamp())
+    return seconds * 10**9 + int((frac or "").ljust(9, "0"))
+
+
+def _field(item, dotted):
+    for part in dotted.split("."):
+        item = item.get(part) if isinstance(item, dict) else None
+    return item
+
+
+def _first_time(item, names, where):
+    for name in names:
+        value = _field(item, name)
+        if value:
+            return _parse_time(value, f"{where}.{name}")
+    return None
+
+
+# Where each shape keeps the parts of a trace record; the first field present wins.
+_CORE_V1 = {
+    "reference": "involvedObject", "source": "source", "reporter": "reportingComponent", "message": "message",
+    "count": ("count", "series.count"),
+    "first": ("firstTimestamp", "eventTime", "metadata.creationTimestamp"),
+    "last": ("lastTimestamp", "series.lastObservedTime", "eventTime"),
+}
+_EVENTS_V1 = {
+    "reference": "regarding", "source": "deprecatedSource", "reporter": "reportingController", "message": "note",
+    "count": ("series.count", "deprecatedCount"),
+    "first": ("deprecatedFirstTimestamp", "eventTime", "metadata.creationTimestamp"),
+    "last": ("deprecatedLastTimestamp", "series.lastObservedTime", "eventTime"),
+}
+
+
+def _involved(ref, where):
+    if not isinstance(ref, dict):
+        raise TypeError(f"{where}: expected an object reference, got {type(ref).__name__}")
+    out = {}
+    for camel, snake in (("kind", "kind"), ("namespace", "namespace"), ("name", "name"), ("uid", "uid"),
+                         ("apiVersion", "api_version"), ("resourceVersion", "resource_version"),
+                         ("fieldPath", "field_path")):
+        v = ref.get(camel) or ""
+        if not isinstance(v, str):
+            raise TypeError(f"{where}.{camel}: expected a str, got {type(v).__name__}")
+        out[snake] = v
+    return out
+
+
+def _occurrences(item, where):
+    """(involved, source component, host, type, reason, message, count, first, last) of one stored event."""
+    if not isinstance(item, dict):
+        raise TypeError(f"{where}: expected an Event object, got {type(item).__name__}")
+    events_v1 = "regarding" in item or str(item.get("apiVersion", "")).startswith("events.k8s.io/")
+    shape = _EVENTS_V1 if events_v1 else _CORE_V1
+    involved = _involved(item.get(shape["reference"]) or {}, f"{where}.{shape['reference']}")
+    source = item.get(shape["source"]) or {}
+    component = source.get("component") or item.get(shape["reporter"]) or ""
+    host = source.get("host") or item.get("reportingInstance") or ""
+    message = item.get(shape["message"]) or ""
+    count = next((c for c in (_field(item, f) for f in shape["count"]) if c), 1)
+    first = _first_time(item, shape["first"], where)
+    last = _first_time(item, shape["last"], where)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ValueError(f"{where}: count must be a positive int, got {count!r}")
+    if first is None:
+        raise ValueError(f"{where}: no time (firstTimestamp, eventTime or metadata.creationTimestamp)")
+    last = first if last is None or last < first else last
+    if message.startswith(_COMBINED):
+        message = message[len(_COMBINED):]
+    return (involved, component, host, item.get("type") or "", item.get("reason") or "", message, count, first, last)
+
+
+def from_kubectl(path_or_obj: str | os.PathLike[str] | Mapping[str, Any] | list[Any]) -> list[dict[str, Any]]:
+    """A trace from ``kubectl get events -A -o json`` (core/v1 Events) or
+    ``kubectl get events.v1.events.k8s.io -A -o json`` (events.k8s.io/v1): a path to the JSON, or the parsed
+    object (a List with ``items``, or a list of Events).
+
+    A stored event is a run of ``count`` occurrences (``series.count`` for events recorded through the events.k8s.io
+    API, ``deprecatedCount`` in its own shape) between its first and last timestamp; the dump keeps only those
+    three numbers, so the occurrences are spread evenly: occurrence ``k`` of ``n`` at
+    ``first + k * (last - first) / (n - 1)`` (rounded down to the nanosecond), so the first is at
+    ``firstTimestamp`` and the last at ``lastTimestamp``. Where a timestamp
+    is missing, ``eventTime``, ``series.lastObservedTime`` and ``metadata.creationTimestamp`` stand in. The source is
+    ``source`` (``deprecatedSource``), else the reporting controller and instance. A "(combined from similar
+    events)" event keeps only its group's latest message, which its occurrences replay without the prefix.
+
+    The dump holds what reached the API server, so occurrences that a client's spam filter dropped are not in
+    it. The records are sorted by time (ties keep the dump's order).
+    """
+    obj = path_or_obj
+    if isinstance(obj, (str, os.PathLike)):
+        with open(obj, encoding="utf-8") as f:
+            obj = json.load(f)
+    if isinstance(obj, Mapping):
+        if "items" not in obj:
+            raise ValueError("expected a List with 'items' (kubectl get events -A -o json)")
+        items = obj["items"] or []
+    elif isinstance(obj, list):
+        items = obj
+    else:
+        raise TypeError(f"expected a path, a List object or a list of Events, got {type(obj).__name__}")
+    out = []
+    for i, item in enumerate(items):
+        involved, component, host, type_, reason, message, count, first, last = _occurrences(item, f"items[{i}]")
+        span = last - first
+        for k in range(count):
+            t = first + span * k // (count - 1) if count > 1 else first
+            out.append({"t_ns": t, "source_component": component, "source_host": host, "involved": dict(involved),
+                        "type": type_, "reason": reason, "message": message})
     out.sort(key=lambda r: r["t_ns"])
     return out

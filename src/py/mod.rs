@@ -14,6 +14,8 @@ mod sink;
 mod series;
 // --- PLEG ---
 mod pleg;
+// Tuning lab: replay metrics and parameter sweeps.
+mod lab;
 
 use pyo3::prelude::*;
 
@@ -43,5 +45,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_EVENTS_V1_CACHE_SIZE", crate::series::DEFAULT_CACHE_SIZE)?;
     // --- PLEG ---
     pleg::register(m)?;
+    // Tuning lab.
+    m.add_function(wrap_pyfunction!(lab::replay_grid, m)?)?;
     Ok(())
 }

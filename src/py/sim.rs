@@ -11,13 +11,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList};
 
 use super::convert::record_from_py;
+use super::lab::{data_frame, object_dict, summary_dict, window_from_py, DEFAULT_WINDOW_NS};
 use super::correlator::{key_funcs_from_py, options_from_py};
 use crate::correlator::{CorrelatorOptions, DEFAULT_QPS};
 use crate::error::Error;
-use crate::sim::{Action, JsonLines, ObjectKey, ObjectTotals, Record, Simulator, Step, Totals};
+use crate::sim::{Action, JsonLines, ObjectKey, ObjectTotals, Record, Simulator, Step, Summary, Totals};
 
 /// Records converted per GIL hold when the trace is a Python iterable.
-const BATCH: usize = 1024;
+pub(super) const BATCH: usize = 1024;
 
 enum Source {
     Path(PathBuf),
@@ -57,32 +58,41 @@ impl Records {
             )),
         }
     }
-
-    /// Up to `BATCH` records from a Python iterable, converted with the GIL held; errors name the record.
-    fn next_batch(py: Python<'_>, it: &Py<PyIterator>, seen: &mut u64, out: &mut Vec<Record<'static>>) -> PyResult<()> {
-        let it = it.bind(py);
-        for item in it.clone().take(BATCH) {
-            *seen += 1;
-            let item = item?;
-            let record = record_from_py(&item).map_err(|e| {
-                let msg = format!("trace item {}: {}", *seen - 1, e.value(py));
-                if e.is_instance_of::<PyTypeError>(py) {
-                    PyTypeError::new_err(msg)
-                } else {
-                    pyo3::exceptions::PyValueError::new_err(msg)
-                }
-            })?;
-            out.push(record);
-        }
-        Ok(())
-    }
 }
 
-/// The result of a replay: totals, per-object counts when asked for, and the decisions on demand.
+/// Up to `BATCH` records from a Python iterable, converted with the GIL held; errors name the record.
+pub(super) fn next_batch(py: Python<'_>, it: &Py<PyIterator>, seen: &mut u64, out: &mut Vec<Record<'static>>) -> PyResult<()> {
+    let it = it.bind(py);
+    for item in it.clone().take(BATCH) {
+        *seen += 1;
+        let item = item?;
+        let record = record_from_py(&item).map_err(|e| {
+            let msg = format!("trace item {}: {}", *seen - 1, e.value(py));
+            if e.is_instance_of::<PyTypeError>(py) {
+                PyTypeError::new_err(msg)
+            } else {
+                pyo3::exceptions::PyValueError::new_err(msg)
+            }
+        })?;
+        out.push(record);
+    }
+    Ok(())
+}
+
+/// The metrics of a replay (`simulate(..., metrics=True)`); per object only with `per_object=True`,
+/// sorted as `top_objects` sorts.
+struct ReplayMetrics {
+    window_ns: i64,
+    overall: Summary,
+    objects: Option<Vec<(ObjectKey, Summary)>>,
+}
+
+/// The result of a replay: totals, per-object counts and metrics when asked for, and the decisions on demand.
 #[pyclass(module = "kubevents", name = "Simulation", frozen)]
 pub struct PySimulation {
     totals: Totals,
     objects: Option<Vec<(ObjectKey, ObjectTotals)>>,
+    metrics: Option<ReplayMetrics>,
     source: Source,
     options: CorrelatorOptions,
     funcs: PyKeyFuncs,
@@ -96,6 +106,14 @@ fn totals_dict<'py>(py: Python<'py>, t: &Totals) -> PyResult<Bound<'py, PyDict>>
     d.set_item("skips", t.skips)?;
     d.set_item("aggregated", t.aggregated)?;
     Ok(d)
+}
+
+impl PySimulation {
+    fn replay_metrics(&self) -> PyResult<&ReplayMetrics> {
+        self.metrics
+            .as_ref()
+            .ok_or_else(|| PyTypeError::new_err("metrics were not collected: call simulate(..., metrics=True)"))
+    }
 }
 
 #[pymethods]
@@ -126,6 +144,40 @@ impl PySimulation {
             list.append(d)?;
         }
         Ok(list)
+    }
+
+    /// The metrics of the replay (see `kubevents.Simulation`); needs `metrics=True`.
+    #[getter]
+    fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let m = self.replay_metrics()?;
+        summary_dict(py, &m.overall, m.window_ns, true)
+    }
+
+    /// The metrics of each object, most API writes first (`n` of them, or all); needs `metrics=True` and
+    /// `per_object=True`.
+    #[pyo3(signature = (n=None))]
+    fn object_metrics<'py>(&self, py: Python<'py>, n: Option<usize>) -> PyResult<Bound<'py, PyList>> {
+        let m = self.replay_metrics()?;
+        let objects = m.objects.as_ref().ok_or_else(|| {
+            PyTypeError::new_err("per-object metrics were not kept: call simulate(..., metrics=True, per_object=True)")
+        })?;
+        let list = PyList::empty(py);
+        for (key, s) in objects.iter().take(n.unwrap_or(usize::MAX)) {
+            list.append(object_dict(py, key, s, m.window_ns)?)?;
+        }
+        Ok(list)
+    }
+
+    /// The metrics as a pandas DataFrame: one row for the whole replay, or with `objects=True` one row per
+    /// object (as `object_metrics()`).
+    #[pyo3(signature = (objects=false))]
+    fn to_pandas<'py>(&self, py: Python<'py>, objects: bool) -> PyResult<Bound<'py, PyAny>> {
+        let rows = if objects {
+            self.object_metrics(py, None)?
+        } else {
+            PyList::new(py, [self.metrics(py)?])?
+        };
+        data_frame(py, rows)
     }
 
     /// Replays the trace again and yields one dict per input event: `index`, `action` ("create", "patch"
@@ -231,7 +283,7 @@ fn fill(py: Python<'_>, st: &mut DecisionState) -> PyResult<()> {
         })?,
         Records::Python(it, seen) => {
             let mut batch = Vec::with_capacity(BATCH);
-            Records::next_batch(py, it, seen, &mut batch)?;
+            next_batch(py, it, seen, &mut batch)?;
             *done = batch.len() < BATCH;
             py.detach(|| -> Result<(), Error> {
                 for r in &batch {
@@ -246,9 +298,11 @@ fn fill(py: Python<'_>, st: &mut DecisionState) -> PyResult<()> {
 }
 
 /// Replays a trace through client-go's correlator on a virtual clock (see the module docs of `kubevents`).
+/// With `metrics=True` it also collects the metrics of `kubevents.lab` (peak rates over `window` seconds).
 #[pyfunction]
 #[pyo3(signature = (trace, *, lru_cache_size=4096, burst=25, qps=f64::from(DEFAULT_QPS), max_events=10,
-                    max_interval=600, key_func=None, message_func=None, spam_key_func=None, per_object=false))]
+                    max_interval=600, key_func=None, message_func=None, spam_key_func=None, per_object=false,
+                    metrics=false, window=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn simulate(
     py: Python<'_>,
@@ -262,10 +316,16 @@ pub fn simulate(
     message_func: Option<Py<PyAny>>,
     spam_key_func: Option<Py<PyAny>>,
     per_object: bool,
+    metrics: bool,
+    window: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PySimulation> {
     let options = options_from_py(lru_cache_size, burst, qps, max_events, max_interval)?;
+    let window_ns = window.map(window_from_py).transpose()?.unwrap_or(DEFAULT_WINDOW_NS);
     let funcs: PyKeyFuncs = (key_func, message_func, spam_key_func);
     let mut sim = new_simulator(py, options, &funcs, per_object)?;
+    if metrics {
+        sim = sim.with_metrics(window_ns);
+    }
 
     let source = if trace.is_instance_of::<pyo3::types::PyString>() || trace.hasattr("__fspath__")? {
         Source::Path(trace.extract::<PathBuf>()?)
@@ -295,7 +355,7 @@ pub fn simulate(
             let mut batch = Vec::with_capacity(BATCH);
             loop {
                 batch.clear();
-                Records::next_batch(py, &it, &mut seen, &mut batch)?;
+                next_batch(py, &it, &mut seen, &mut batch)?;
                 let n = batch.len();
                 py.detach(|| batch.iter().try_for_each(|r| sim.step(r).map(drop)))?;
                 if n < BATCH {
@@ -313,5 +373,15 @@ pub fn simulate(
         });
         v
     });
-    Ok(PySimulation { totals: sim.totals(), objects, source, options, funcs })
+    let metrics = sim.metrics().map(|m| {
+        let objects = per_object.then(|| {
+            let mut v = m.objects();
+            v.sort_by(|a, b| {
+                b.1.writes().cmp(&a.1.writes()).then(b.1.events.cmp(&a.1.events)).then(a.0.cmp(&b.0))
+            });
+            v
+        });
+        ReplayMetrics { window_ns, overall: m.summary(), objects }
+    });
+    Ok(PySimulation { totals: sim.totals(), objects, metrics, source, options, funcs })
 }

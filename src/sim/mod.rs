@@ -8,6 +8,8 @@
 //! lastTimestamp and message, and the correlator sends the current value of each. UUID fallback names come
 //! from a seeded generator, so a replay is the same every time.
 
+pub mod metrics;
+pub mod sweep;
 pub mod trace;
 
 use std::collections::HashMap;
@@ -20,6 +22,7 @@ use crate::error::Result;
 use crate::event::Event;
 use crate::recorder::{make_event_around, UuidSource};
 use crate::time::Time;
+pub use metrics::{Metrics, Summary};
 pub use trace::{InvolvedRecord, JsonLines, Record};
 
 /// What reached the API server for one input event.
@@ -83,6 +86,7 @@ pub struct Simulator {
     next_resource_version: u64,
     totals: Totals,
     objects: Option<HashMap<ObjectKey, ObjectTotals>>,
+    metrics: Option<Metrics>,
     // Reused for every record.
     event: Event,
     patched: bool,
@@ -104,9 +108,20 @@ impl Simulator {
             next_resource_version: 1,
             totals: Totals::default(),
             objects: track_objects.then(HashMap::new),
+            metrics: None,
             event: Event::default(),
             patched: false,
         })
+    }
+
+    /// Also collects the metrics of `metrics.rs`, with peak write rates over windows of `window_ns`.
+    pub fn with_metrics(mut self, window_ns: i64) -> Self {
+        self.metrics = Some(Metrics::new(window_ns));
+        self
+    }
+
+    pub fn metrics(&self) -> Option<&Metrics> {
+        self.metrics.as_ref()
     }
 
     pub fn totals(&self) -> Totals {
@@ -173,6 +188,19 @@ impl Simulator {
                 Action::Skip => o.skips += 1,
             }
         }
+        if let Some(m) = self.metrics.as_mut() {
+            let i = &record.involved;
+            m.observe(&metrics::Occurrence {
+                t_ns: record.t_ns,
+                object: (&i.kind, &i.namespace, &i.name),
+                reason: &record.reason,
+                message: &record.message,
+                action,
+                aggregated: outcome.aggregated,
+                event_name: &self.event.metadata.name,
+                count: self.event.count,
+            });
+        }
         Ok(Step { index, action, aggregated: outcome.aggregated })
     }
 
@@ -227,6 +255,22 @@ mod tests {
         assert_eq!(sim.totals(), Totals { events: 5, creates: 1, patches: 2, skips: 2, aggregated: 0 });
         let o = sim.objects().unwrap()[&("Pod".to_owned(), "default".to_owned(), "p".to_owned())];
         assert_eq!((o.events, o.creates, o.patches, o.skips), (5, 1, 2, 2));
+    }
+
+    #[test]
+    fn metrics_follow_the_decisions() {
+        let options = CorrelatorOptions { burst: 3, ..Default::default() };
+        let mut sim = Simulator::new(options, KeyFuncs::default(), false).unwrap().with_metrics(60_000_000_000);
+        // Five occurrences use up the burst of 3; at 400 s the bucket has refilled one token (qps 1/300),
+        // and that patch (count 6) reports the two skipped occurrences, 397 s and 396 s late.
+        for t in [0, 1, 2, 3, 4, 400] {
+            sim.step(&record(t, "p", "m")).unwrap();
+        }
+        let s = sim.metrics().unwrap().summary();
+        assert_eq!((s.events, s.creates, s.patches, s.spam_skipped), (6, 1, 3, 2));
+        assert_eq!((s.delayed, s.unreported, s.max_delay_ns), (2, 0, 397_000_000_000));
+        assert_eq!(s.delay_sum_ns, 793_000_000_000);
+        assert_eq!((s.messages, s.messages_kept, s.max_count, s.peak_writes), (1, 1, 6, 3));
     }
 
     #[test]

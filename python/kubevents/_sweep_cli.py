@@ -1,0 +1,93 @@
+"""``python -m kubevents sweep``: replay one trace under a grid of correlator options and print a table of the
+metrics of each combination (and write them to CSV)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from fractions import Fraction
+
+import kubevents
+from kubevents.lab import GRID_OPTIONS, METRICS
+from kubevents.traces import from_kubectl, kubelet_storm
+
+# The columns of the printed table; --csv writes every metric asked for.
+TABLE = ("writes", "write_reduction", "spam_skipped", "aggregated", "message_share", "reason_share", "unreported",
+         "mean_delay_s", "peak_write_rate")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m kubevents sweep",
+        description="Replay a trace under every combination of correlator options and compare the metrics.",
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--trace", metavar="FILE", help="JSON Lines trace (default: a built-in kubelet storm)")
+    src.add_argument("--kubectl", metavar="FILE", help="a `kubectl get events -A -o json` dump instead")
+    p.add_argument("--grid", metavar="OPTION=V1,V2,...", action="append", default=[], required=True,
+                   help=f"values of one option ({', '.join(GRID_OPTIONS)}); repeat for more options")
+    p.add_argument("--metrics", metavar="M1,M2,...", help="metrics to keep (default: all; see kubevents.lab)")
+    p.add_argument("--csv", metavar="FILE", help="also write the rows to a CSV file")
+    p.add_argument("--workers", type=int, help="native threads (default: one per core)")
+    p.add_argument("--window", type=float, default=60.0, help="window of the peak write rates, seconds (default 60)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def _number(option: str, text: str) -> float:
+    try:
+        if option == "qps":
+            return float(Fraction(text))  # 1/300 is a common way to write client-go's default
+        return int(text)
+    except (ValueError, ZeroDivisionError):
+        kind = "a number (or a fraction such as 1/300)" if option == "qps" else "an int"
+        raise ValueError(f"--grid {option}: {text!r} is not {kind}") from None
+
+
+def parse_grid(specs: list[str]) -> dict[str, list[float]]:
+    """``["burst=10,25", "qps=1/300,0.01"]`` as a grid dict."""
+    grid: dict[str, list[float]] = {}
+    for spec in specs:
+        option, sep, values = spec.partition("=")
+        option = option.strip().replace("-", "_")
+        if not sep or not values.strip():
+            raise ValueError(f"--grid {spec!r}: expected OPTION=V1,V2,...")
+        if option not in GRID_OPTIONS:
+            raise ValueError(f"--grid {spec!r}: unknown option {option!r}; choose from {', '.join(GRID_OPTIONS)}")
+        if option in grid:
+            raise ValueError(f"--grid {option} is given twice")
+        grid[option] = [_number(option, v.strip()) for v in values.split(",")]
+    return grid
+
+
+def _cell(v: object) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        grid = parse_grid(args.grid)
+        metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else list(METRICS)
+        if args.kubectl:
+            trace = from_kubectl(args.kubectl)
+        else:
+            trace = args.trace or kubelet_storm()
+        rows = kubevents.sweep(trace, grid, metrics=metrics, workers=args.workers, window=args.window,
+                               progress=not args.no_progress)
+    except (OSError, TypeError, ValueError) as e:
+        print(f"kubevents: {e}", file=sys.stderr)
+        return 2
+    columns = list(grid) + [m for m in (TABLE if not args.metrics else metrics) if m in metrics]
+    table = [[_cell(r[c]) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in table)) for i, c in enumerate(columns)]
+    print("  ".join(c.rjust(w) for c, w in zip(columns, widths)))
+    for row in table:
+        print("  ".join(v.rjust(w) for v, w in zip(row, widths)))
+    if args.csv:
+        with open(args.csv, "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else list(grid) + metrics)
+            w.writeheader()
+            w.writerows(rows)
+    return 0

@@ -1,0 +1,207 @@
+"""The tuning lab: replay one trace under every combination of correlator options and compare the load on the
+API server with the information that reached it.
+
+``sweep`` runs the replays on native threads with the GIL released (``kubevents._native.replay_grid``), or, with
+``executor=``, in chunks on any ``concurrent.futures.Executor`` (a process pool, or a Dask or Ray executor for a
+cluster). Each row holds the combination's options and the metrics of its replay; the metrics are those of
+``Simulation.metrics`` (see ``kubevents.Simulation``):
+
+==========================  ==================================================================================
+``events``                  occurrences in the trace
+``writes``                  API writes: ``creates + patches``
+``write_reduction``         ``1 - writes / events``: the share saved against one write per occurrence
+``spam_skipped``            occurrences the spam filter dropped
+``aggregated``              occurrences replaced by their group's "(combined from similar events)" event
+``messages``, ``reasons``   distinct (object, reason, message) and (object, reason) in the trace
+``messages_kept``           of those, written at least once under their own message (not combined)
+``reasons_kept``            distinct (object, reason) written at least once, combined or not
+``message_share``           ``messages_kept / messages``; ``reason_share`` likewise
+``delayed``                 skipped occurrences that a later write of the same event reported (its count)
+``unreported``              skipped occurrences that no later write reported
+``mean_delay_s``            mean delay from occurrence to the write reporting it (written ones count as 0)
+``max_delay_s``             the longest such delay
+``peak_writes``             most writes in any window of ``window`` seconds; ``peak_write_rate`` per second
+``peak_object_writes``      the same for the busiest object; ``peak_object_write_rate`` per second
+``max_count``               the largest ``count`` written on one event
+==========================  ==================================================================================
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor, Future, as_completed
+from typing import Any
+
+from kubevents._native import replay_grid
+from kubevents.traces import Workload
+
+__all__ = ["GRID_OPTIONS", "METRICS", "SweepResult", "combinations", "sweep"]
+
+GRID_OPTIONS = ("lru_cache_size", "burst", "qps", "max_events", "max_interval")
+"""The options a grid may vary, named as ``simulate`` names them; the others keep client-go's defaults."""
+
+METRICS = (
+    "events",
+    "writes",
+    "creates",
+    "patches",
+    "write_reduction",
+    "spam_skipped",
+    "aggregated",
+    "messages",
+    "messages_kept",
+    "message_share",
+    "reasons",
+    "reasons_kept",
+    "reason_share",
+    "delayed",
+    "unreported",
+    "mean_delay_s",
+    "max_delay_s",
+    "peak_writes",
+    "peak_write_rate",
+    "peak_object_writes",
+    "peak_object_write_rate",
+    "max_count",
+)
+"""Every metric a sweep row can hold, in column order."""
+
+_Grid = Mapping[str, Iterable[float]] | Sequence[Mapping[str, float]]
+
+
+class SweepResult(list[dict[str, Any]]):
+    """The rows of a sweep, one dict per combination in grid order; ``to_pandas()`` makes a DataFrame."""
+
+    def to_pandas(self) -> Any:
+        """The rows as a pandas DataFrame (needs pandas: ``pip install 'kubevents[lab]'``)."""
+        try:
+            import pandas as pd
+        except ImportError as e:
+            raise ImportError(f"to_pandas() needs pandas ({e}); install it with: pip install 'kubevents[lab]'") from e
+        return pd.DataFrame(list(self))
+
+
+def combinations(grid: _Grid) -> list[dict[str, float]]:
+    """Every combination of a grid ``{"burst": [10, 25], "qps": [0.01]}`` as a list of option dicts, the last
+    option varying fastest. A sequence of dicts is taken as the combinations themselves."""
+    if isinstance(grid, Mapping):
+        unknown = [k for k in grid if k not in GRID_OPTIONS]
+        if unknown:
+            raise ValueError(f"grid: unknown option {unknown[0]!r}; the grid takes {', '.join(GRID_OPTIONS)}")
+        names = list(grid)
+        values = []
+        for name in names:
+            v = grid[name]
+            if isinstance(v, (str, bytes)) or not isinstance(v, Iterable):
+                raise TypeError(f"grid[{name!r}]: expected a list of values, got {type(v).__name__}")
+            values.append(list(v))
+        return [dict(zip(names, combo)) for combo in itertools.product(*values)]
+    if isinstance(grid, (str, bytes)) or not isinstance(grid, Sequence):
+        raise TypeError(f"grid: expected a dict of option lists or a list of option dicts, got {type(grid).__name__}")
+    return [dict(c) for c in grid]
+
+
+def _progress_bar(total: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    # delay: short sweeps finish before a bar would appear, so only long runs show one.
+    return tqdm(total=total, desc="sweep", unit="replay", delay=1.0)
+
+
+def _run_chunk(trace: Any, chunk: list[dict[str, float]], window: float, workers: int | None) -> list[Any]:
+    """Runs one chunk of a sweep (in an executor's worker)."""
+    return list(replay_grid(trace, chunk, window=window, workers=workers))
+
+
+def sweep(
+    trace: str | os.PathLike[str] | Iterable[Mapping[str, Any]],
+    grid: _Grid,
+    *,
+    metrics: Sequence[str] = METRICS,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    progress: bool = True,
+    window: float = 60.0,
+    chunksize: int | None = None,
+) -> SweepResult:
+    """Replays ``trace`` once per combination of ``grid`` and returns one row per combination.
+
+    ``trace`` is a JSON Lines path or an iterable of records (read once, then kept in memory). ``grid`` maps
+    option names (``GRID_OPTIONS``) to lists of values, or is a list of option dicts. A row holds every grid
+    option of its combination, then the ``metrics`` asked for (names from ``METRICS``), with peak rates over
+    windows of ``window`` seconds.
+
+    Without ``executor``, the replays run on ``workers`` native threads (default: one per core) with the GIL
+    released. With ``executor``, the grid is split into chunks of ``chunksize`` combinations (default: about
+    four chunks per CPU of this machine, at most 64 combinations each), each chunk a ``replay_grid`` call
+    submitted to the executor, running on ``workers`` threads there (default 1, as executors run several
+    chunks at once). The trace travels with each chunk: pass a path the workers can read when they run on
+    other machines, or the records themselves (a one-shot iterator is turned into a list first).
+
+    ``progress`` shows a tqdm bar (when tqdm is installed) for sweeps that run longer than a second.
+    Custom key functions are not sweepable: the replays run without Python.
+    """
+    names = list(metrics)
+    for m in names:
+        if m not in METRICS:
+            raise ValueError(f"metrics: unknown metric {m!r}; choose from {', '.join(METRICS)}")
+    combos = combinations(grid)
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if chunksize is not None and chunksize < 1:
+        raise ValueError(f"chunksize must be >= 1, got {chunksize}")
+    keys = list(dict.fromkeys(k for c in combos for k in c))
+
+    def row(combo: Mapping[str, float], result: Mapping[str, Any]) -> dict[str, Any]:
+        r: dict[str, Any] = {k: combo.get(k) for k in keys}
+        r.update((m, result[m]) for m in names)
+        return r
+
+    bar = _progress_bar(len(combos), progress)
+    try:
+        if executor is None:
+            on_result: Callable[[int, Any], None] | None = (lambda i, m: bar.update(1)) if bar else None
+            results: Sequence[Mapping[str, Any]] = replay_grid(trace, combos, window=window, workers=workers, on_result=on_result)
+        else:
+            results = _sweep_on(executor, trace, combos, window, workers, chunksize, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    return SweepResult(row(c, r) for c, r in zip(combos, results))
+
+
+def _sweep_on(
+    executor: Executor,
+    trace: Any,
+    combos: list[dict[str, float]],
+    window: float,
+    workers: int | None,
+    chunksize: int | None,
+    bar: Any,
+) -> list[Any]:
+    # Paths and workloads travel small; other one-shot iterables must become lists to travel at all.
+    if not isinstance(trace, (str, os.PathLike, Sequence, Workload)):
+        trace = list(trace)
+    if chunksize is None:
+        chunksize = min(64, max(1, math.ceil(len(combos) / (4 * (os.cpu_count() or 1)))))
+    chunks = [combos[i : i + chunksize] for i in range(0, len(combos), chunksize)]
+    futures: dict[Future[list[Any]], int] = {}
+    try:
+        for chunk in chunks:
+            futures[executor.submit(_run_chunk, trace, chunk, window, workers or 1)] = len(chunk)
+        for f in as_completed(futures):
+            f.result()  # the first failure ends the sweep
+            if bar is not None:
+                bar.update(futures[f])
+        return [r for f in futures for r in f.result()]
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        raise

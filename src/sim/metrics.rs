@@ -1,0 +1,392 @@
+//! Metrics of a replay: the load on the API server and the information that reached it.
+//!
+//! Definitions (an "occurrence" is one trace record; its object is the involved object's kind, namespace and
+//! name):
+//! * A message is *kept* when at least one occurrence of its (object, reason, message) was written with that
+//!   message as the event's own. An aggregated write carries "(combined from similar events): <message>",
+//!   which the group's next patch replaces, so it keeps the (object, reason) but not the message.
+//! * A reason is *kept* when at least one occurrence of its (object, reason) was written, aggregated or not.
+//! * Delay: a skipped occurrence is still counted by the correlator, so the next write of the same event (same
+//!   name) reports it through `count`. Its delay is the time from the occurrence to that write; a written
+//!   occurrence has delay 0 (the replay's sink answers at once). Occurrences whose event is never written again
+//!   are `unreported`.
+//! * Peak writes: the most writes within any window of `window_ns` (both ends included), overall and per object.
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
+
+use foldhash::fast::RandomState;
+
+use super::{Action, ObjectKey};
+
+/// Separates the parts of a byte key; 0xFF never occurs in UTF-8.
+const SEP: u8 = 0xFF;
+
+/// The metrics of a replay, overall or of one object.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Summary {
+    pub events: u64,
+    pub creates: u64,
+    pub patches: u64,
+    pub spam_skipped: u64,
+    pub aggregated: u64,
+    pub messages: u64,
+    pub messages_kept: u64,
+    pub reasons: u64,
+    pub reasons_kept: u64,
+    /// Skipped occurrences reported by a later write.
+    pub delayed: u64,
+    pub unreported: u64,
+    pub delay_sum_ns: i128,
+    pub max_delay_ns: i64,
+    pub peak_writes: u64,
+    /// Overall: the largest per-object peak. Of one object: its own peak.
+    pub peak_object_writes: u64,
+    pub max_count: i32,
+}
+
+impl Summary {
+    pub fn writes(&self) -> u64 {
+        self.creates + self.patches
+    }
+
+    /// The share of writes saved against one write per occurrence.
+    pub fn write_reduction(&self) -> f64 {
+        if self.events == 0 {
+            0.0
+        } else {
+            1.0 - self.writes() as f64 / self.events as f64
+        }
+    }
+
+    pub fn message_share(&self) -> f64 {
+        share(self.messages_kept, self.messages)
+    }
+
+    pub fn reason_share(&self) -> f64 {
+        share(self.reasons_kept, self.reasons)
+    }
+
+    /// Mean delay in seconds over the reported occurrences (written ones count as 0).
+    pub fn mean_delay_s(&self) -> f64 {
+        let reported = self.events - self.unreported;
+        if reported == 0 {
+            0.0
+        } else {
+            self.delay_sum_ns as f64 / 1e9 / reported as f64
+        }
+    }
+}
+
+fn share(kept: u64, all: u64) -> f64 {
+    if all == 0 {
+        1.0
+    } else {
+        kept as f64 / all as f64
+    }
+}
+
+/// Writes in a sliding window and the most seen at once.
+#[derive(Default)]
+struct Window {
+    times: VecDeque<i64>,
+    peak: u64,
+}
+
+impl Window {
+    fn push(&mut self, t: i64, width: i64) {
+        while self.times.front().is_some_and(|&f| t - f > width) {
+            self.times.pop_front();
+        }
+        self.times.push_back(t);
+        self.peak = self.peak.max(self.times.len() as u64);
+    }
+}
+
+#[derive(Default)]
+struct PerObject {
+    summary: Summary,
+    window: Window,
+    /// Events of this object with skipped occurrences waiting for a write; while 0, a write needs no lookup.
+    pending_events: u32,
+}
+
+/// Skipped occurrences of one event still waiting for a write.
+struct Pending {
+    n: u64,
+    sum_t: i128,
+    min_t: i64,
+}
+
+/// Small ids for strings, so that the keys of the distinct-value tables are integers.
+#[derive(Default)]
+struct Interner {
+    ids: HashMap<Box<str>, u32, RandomState>,
+}
+
+impl Interner {
+    fn id(&mut self, s: &str) -> u32 {
+        if let Some(&id) = self.ids.get(s) {
+            return id;
+        }
+        let id = self.ids.len() as u32;
+        self.ids.insert(s.into(), id);
+        id
+    }
+}
+
+/// Collects the metrics of a replay, one occurrence at a time.
+pub struct Metrics {
+    window_ns: i64,
+    object_ids: HashMap<Box<[u8]>, u32, RandomState>,
+    objects: Vec<(ObjectKey, PerObject)>,
+    reason_ids: Interner,
+    message_ids: Interner,
+    /// (object, reason, message) -> kept, and (object, reason) -> kept, by ids.
+    messages: HashMap<u128, bool, RandomState>,
+    reasons: HashMap<u64, bool, RandomState>,
+    /// By object id and event name (names are unique only within a namespace).
+    pending: HashMap<Box<[u8]>, (u32, Pending), RandomState>,
+    overall: Summary,
+    window: Window,
+    key: Vec<u8>,
+}
+
+/// One replayed occurrence as the metrics see it.
+pub struct Occurrence<'a> {
+    pub t_ns: i64,
+    pub object: (&'a str, &'a str, &'a str),
+    pub reason: &'a str,
+    pub message: &'a str,
+    pub action: Action,
+    pub aggregated: bool,
+    /// The name of the event that counts the occurrence (written or not).
+    pub event_name: &'a str,
+    /// The event's count (meaningful for writes).
+    pub count: i32,
+}
+
+impl Metrics {
+    /// `window_ns` is the width of the sliding window of the peak write rates (> 0).
+    pub fn new(window_ns: i64) -> Self {
+        Metrics {
+            window_ns: window_ns.max(1),
+            object_ids: HashMap::default(),
+            objects: Vec::new(),
+            reason_ids: Interner::default(),
+            message_ids: Interner::default(),
+            messages: HashMap::default(),
+            reasons: HashMap::default(),
+            pending: HashMap::default(),
+            overall: Summary::default(),
+            window: Window::default(),
+            key: Vec::with_capacity(256),
+        }
+    }
+
+    pub fn window_ns(&self) -> i64 {
+        self.window_ns
+    }
+
+    fn object_id(&mut self, (kind, namespace, name): (&str, &str, &str)) -> u32 {
+        let key = &mut self.key;
+        key.clear();
+        for part in [kind, namespace, name] {
+            key.extend_from_slice(part.as_bytes());
+            key.push(SEP);
+        }
+        if let Some(&id) = self.object_ids.get(key.as_slice()) {
+            return id;
+        }
+        let id = self.objects.len() as u32;
+        self.object_ids.insert(key.as_slice().into(), id);
+        self.objects.push(((kind.to_owned(), namespace.to_owned(), name.to_owned()), PerObject::default()));
+        id
+    }
+
+    pub fn observe(&mut self, o: &Occurrence<'_>) {
+        let id = self.object_id(o.object);
+        let written = o.action != Action::Skip;
+
+        let reason = u64::from(id) << 32 | u64::from(self.reason_ids.id(o.reason));
+        let message = u128::from(reason) << 32 | u128::from(self.message_ids.id(o.message));
+        let (new_reason, reason_newly_kept) = mark(&mut self.reasons, reason, written);
+        let (new_message, message_newly_kept) = mark(&mut self.messages, message, written && !o.aggregated);
+
+        let object = &mut self.objects[id as usize].1;
+        let mut delayed = None;
+        if !written || object.pending_events > 0 {
+            let key = &mut self.key;
+            key.clear();
+            key.extend_from_slice(&id.to_le_bytes());
+            key.extend_from_slice(o.event_name.as_bytes());
+            if written {
+                delayed = self.pending.remove(key.as_slice()).map(|(_, p)| p);
+                object.pending_events -= u32::from(delayed.is_some());
+            } else {
+                let (_, p) = match self.pending.get_mut(key.as_slice()) {
+                    Some(p) => p,
+                    None => {
+                        object.pending_events += 1;
+                        self.pending.entry(key.as_slice().into()).or_insert((id, Pending { n: 0, sum_t: 0, min_t: o.t_ns }))
+                    }
+                };
+                p.n += 1;
+                p.sum_t += i128::from(o.t_ns);
+                p.min_t = p.min_t.min(o.t_ns);
+            }
+        }
+
+        for s in [&mut self.overall, &mut object.summary] {
+            s.events += 1;
+            match o.action {
+                Action::Create => s.creates += 1,
+                Action::Patch => s.patches += 1,
+                Action::Skip => s.spam_skipped += 1,
+            }
+            s.aggregated += u64::from(o.aggregated);
+            s.reasons += u64::from(new_reason);
+            s.reasons_kept += u64::from(reason_newly_kept);
+            s.messages += u64::from(new_message);
+            s.messages_kept += u64::from(message_newly_kept);
+            if written {
+                s.max_count = s.max_count.max(o.count);
+            }
+        }
+        if written {
+            self.window.push(o.t_ns, self.window_ns);
+            object.window.push(o.t_ns, self.window_ns);
+        }
+        if let Some(p) = delayed {
+            let sum = i128::from(p.n as i64) * i128::from(o.t_ns) - p.sum_t;
+            let max = o.t_ns - p.min_t;
+            for s in [&mut self.overall, &mut object.summary] {
+                s.delayed += p.n;
+                s.delay_sum_ns += sum;
+                s.max_delay_ns = s.max_delay_ns.max(max);
+            }
+        }
+    }
+
+    /// The metrics over the whole replay so far.
+    pub fn summary(&self) -> Summary {
+        let mut s = self.overall;
+        s.unreported = self.pending.values().map(|(_, p)| p.n).sum();
+        s.peak_writes = self.window.peak;
+        s.peak_object_writes = self.objects.iter().map(|(_, o)| o.window.peak).max().unwrap_or(0);
+        s
+    }
+
+    /// The metrics of each object, in the order the objects first appeared.
+    pub fn objects(&self) -> Vec<(ObjectKey, Summary)> {
+        let mut unreported = vec![0u64; self.objects.len()];
+        for (object, p) in self.pending.values() {
+            unreported[*object as usize] += p.n;
+        }
+        self.objects
+            .iter()
+            .zip(unreported)
+            .map(|((key, o), n)| {
+                let mut s = o.summary;
+                s.unreported = n;
+                s.peak_writes = o.window.peak;
+                s.peak_object_writes = o.window.peak;
+                (key.clone(), s)
+            })
+            .collect()
+    }
+}
+
+/// Notes a key as seen, and as kept when `kept`; returns (first seen, first kept).
+fn mark<K: std::hash::Hash + Eq>(map: &mut HashMap<K, bool, RandomState>, key: K, kept: bool) -> (bool, bool) {
+    match map.entry(key) {
+        Entry::Occupied(mut e) => {
+            let k = e.get_mut();
+            let newly = kept && !*k;
+            *k |= kept;
+            (false, newly)
+        }
+        Entry::Vacant(e) => {
+            e.insert(kept);
+            (true, kept)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000_000;
+
+    #[allow(clippy::too_many_arguments)]
+    fn occ<'a>(t: i64, name: &'a str, reason: &'a str, message: &'a str, action: Action, aggregated: bool, event: &'a str, count: i32) -> Occurrence<'a> {
+        Occurrence {
+            t_ns: t * S,
+            object: ("Pod", "default", name),
+            reason,
+            message,
+            action,
+            aggregated,
+            event_name: event,
+            count,
+        }
+    }
+
+    #[test]
+    fn counts_kept_information_delays_and_peaks() {
+        let mut m = Metrics::new(10 * S);
+        m.observe(&occ(0, "a", "BackOff", "m1", Action::Create, false, "e1", 1));
+        m.observe(&occ(1, "a", "BackOff", "m1", Action::Skip, false, "e1", 2));
+        m.observe(&occ(3, "a", "BackOff", "m1", Action::Skip, false, "e1", 3));
+        m.observe(&occ(5, "a", "BackOff", "m2", Action::Create, true, "agg", 1));
+        m.observe(&occ(7, "a", "BackOff", "m1", Action::Patch, false, "e1", 4));
+        m.observe(&occ(20, "b", "Failed", "x", Action::Skip, false, "e2", 1));
+        m.observe(&occ(30, "a", "Started", "s", Action::Create, false, "e3", 1));
+
+        let s = m.summary();
+        assert_eq!((s.events, s.creates, s.patches, s.spam_skipped, s.aggregated), (7, 3, 1, 3, 1));
+        // Messages: (a,BackOff,m1) kept, (a,BackOff,m2) only aggregated, (b,Failed,x) skipped, (a,Started,s) kept.
+        assert_eq!((s.messages, s.messages_kept), (4, 2));
+        // Reasons: (a,BackOff) and (a,Started) written, (b,Failed) not.
+        assert_eq!((s.reasons, s.reasons_kept), (3, 2));
+        // The two skips of e1 (at 1 s and 3 s) are reported by the patch at 7 s: 6 s + 4 s.
+        assert_eq!((s.delayed, s.unreported, s.delay_sum_ns, s.max_delay_ns), (2, 1, 10 * i128::from(S), 6 * S));
+        assert!((s.mean_delay_s() - 10.0 / 6.0).abs() < 1e-12);
+        // Writes at 0, 5, 7 fall in one 10 s window; 30 is alone.
+        assert_eq!((s.peak_writes, s.peak_object_writes, s.max_count), (3, 3, 4));
+        assert!((s.write_reduction() - 3.0 / 7.0).abs() < 1e-12);
+
+        let objects = m.objects();
+        assert_eq!(objects.len(), 2);
+        let (key, b) = &objects[1];
+        assert_eq!(key.2, "b");
+        assert_eq!((b.events, b.spam_skipped, b.unreported, b.reasons_kept, b.peak_writes, b.max_count), (1, 1, 1, 0, 0, 0));
+        assert_eq!(b.reason_share(), 0.0);
+        let a = objects[0].1;
+        assert_eq!((a.events, a.delayed, a.unreported, a.messages, a.messages_kept, a.peak_writes), (6, 2, 0, 3, 2, 3));
+    }
+
+    #[test]
+    fn event_names_are_told_apart_by_object() {
+        // Event names are unique only within a namespace: a write of b's "x.1" must not report a's "x.1".
+        let mut m = Metrics::new(S);
+        m.observe(&occ(0, "a", "R", "m", Action::Skip, false, "x.1", 1));
+        m.observe(&occ(1, "b", "R", "m", Action::Patch, false, "x.1", 2));
+        let s = m.summary();
+        assert_eq!((s.delayed, s.unreported), (0, 1));
+        m.observe(&occ(3, "a", "R", "m", Action::Patch, false, "x.1", 2));
+        assert_eq!((m.summary().delayed, m.summary().unreported, m.summary().max_delay_ns), (1, 0, 3 * S));
+    }
+
+    #[test]
+    fn the_window_includes_both_ends() {
+        let mut w = Window::default();
+        for t in [0, 10, 20, 21] {
+            w.push(t, 10);
+        }
+        assert_eq!(w.peak, 2);
+        w.push(20, 10);
+        assert_eq!(w.peak, 3);
+    }
+}

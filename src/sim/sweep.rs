@@ -1,0 +1,159 @@
+//! Parameter sweeps: one trace in memory, replayed under many correlator options on a pool of threads.
+//!
+//! Workers take the next combination from a shared counter, so the pool stays busy when replays differ in
+//! length. Results travel back to the calling thread, which hands each one to a callback as it arrives (for
+//! progress) and is woken every `TICK` with no result, so a caller can stop the sweep (on an interrupt, say).
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use super::{Record, Simulator, Summary};
+use crate::correlator::{CorrelatorOptions, KeyFuncs};
+use crate::error::{Error, Result};
+
+/// How often the calling thread wakes while no replay finishes.
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// Records replayed between two looks at the stop flag.
+const STOP_EVERY: usize = 4096;
+
+/// Replays `records` under `options`, collecting metrics with windows of `window_ns`.
+pub fn replay(records: &[Record<'static>], options: CorrelatorOptions, window_ns: i64, stop: &AtomicBool) -> Result<Option<Summary>> {
+    let mut sim = Simulator::new(options, KeyFuncs::default(), false)?.with_metrics(window_ns);
+    for chunk in records.chunks(STOP_EVERY) {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        for r in chunk {
+            sim.step(r)?;
+        }
+    }
+    Ok(sim.metrics().map(|m| m.summary()))
+}
+
+/// What the calling thread is told while the sweep runs.
+pub enum Progress<'a> {
+    /// Combination `index` finished with this summary.
+    Done(usize, &'a Summary),
+    /// Nothing finished for a `TICK`.
+    Idle,
+}
+
+/// Replays `records` once per entry of `grid` on `workers` threads; the results are in grid order.
+/// `on_progress` runs on the calling thread; returning an error stops the workers and the sweep returns it.
+pub fn sweep<E: From<Error>>(
+    records: &[Record<'static>],
+    grid: &[CorrelatorOptions],
+    window_ns: i64,
+    workers: usize,
+    mut on_progress: impl FnMut(Progress<'_>) -> std::result::Result<(), E>,
+) -> std::result::Result<Vec<Summary>, E> {
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let mut results: Vec<Option<Summary>> = vec![None; grid.len()];
+    let workers = workers.clamp(1, grid.len().max(1));
+    let outcome = std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::channel::<(usize, Result<Option<Summary>>)>();
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let (next, stop) = (&next, &stop);
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= grid.len() || stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let r = replay(records, grid[i], window_ns, stop);
+                let failed = r.is_err();
+                if tx.send((i, r)).is_err() || failed {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut done = 0;
+        let outcome = loop {
+            if done == grid.len() {
+                break Ok(());
+            }
+            let step = match rx.recv_timeout(TICK) {
+                Ok((i, Ok(Some(summary)))) => {
+                    done += 1;
+                    results[i] = Some(summary);
+                    on_progress(Progress::Done(i, &summary))
+                }
+                // Replays stop early only once the sweep is stopping.
+                Ok((_, Ok(None))) => Ok(()),
+                Ok((_, Err(e))) => Err(E::from(e)),
+                Err(mpsc::RecvTimeoutError::Timeout) => on_progress(Progress::Idle),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    Err(E::from(Error::value("", "a replay thread ended without a result")))
+                }
+            };
+            if let Err(e) = step {
+                break Err(e);
+            }
+        };
+        stop.store(true, Ordering::Relaxed);
+        outcome
+    });
+    outcome?;
+    Ok(results.into_iter().map(|r| r.expect("every combination finished")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::InvolvedRecord;
+
+    fn records() -> Vec<Record<'static>> {
+        (0..200i64)
+            .map(|i| Record {
+                t_ns: 1_700_000_000_000_000_000 + i * 100_000_000,
+                source_component: "kubelet".into(),
+                involved: InvolvedRecord { kind: "Pod".into(), name: format!("p{}", i % 3).into(), ..Default::default() },
+                reason: "BackOff".into(),
+                message: format!("m{}", i % 13).into(),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sweep_equals_one_replay_per_combination() {
+        let records = records();
+        let grid: Vec<_> = [1, 5, 25, 100]
+            .iter()
+            .flat_map(|&burst| [2, 10].map(|max_events| CorrelatorOptions { burst, max_events, ..Default::default() }))
+            .collect();
+        let mut seen = vec![];
+        let got = sweep::<Error>(&records, &grid, 1_000_000_000, 2, |p| {
+            if let Progress::Done(i, _) = p {
+                seen.push(i);
+            }
+            Ok(())
+        })
+        .unwrap();
+        seen.sort();
+        assert_eq!(seen, (0..grid.len()).collect::<Vec<_>>());
+        let never = AtomicBool::new(false);
+        for (options, summary) in grid.iter().zip(&got) {
+            assert_eq!(Some(*summary), replay(&records, *options, 1_000_000_000, &never).unwrap());
+        }
+        assert_ne!(got[0].writes(), got[6].writes());
+    }
+
+    #[test]
+    fn an_error_from_the_callback_stops_the_sweep() {
+        let records = records();
+        let grid = vec![CorrelatorOptions::default(); 50];
+        let mut calls = 0;
+        let err = sweep::<Error>(&records, &grid, 1, 2, |_| {
+            calls += 1;
+            Err(Error::value("", "stop"))
+        })
+        .unwrap_err();
+        assert_eq!(calls, 1);
+        assert!(err.to_string().contains("stop"), "{err}");
+    }
+}

@@ -1,0 +1,205 @@
+"""kubevents.traces: synthetic workloads (the same as the project's generator script), JSON Lines files, and
+traces read from `kubectl get events -o json` dumps."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import pathlib
+
+import pytest
+
+import kubevents
+from kubevents.traces import WORKLOADS, Workload, from_kubectl, generate, read_jsonl, write_jsonl
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "notebooks" / "data" / "kubectl-get-events.json"
+SCRIPT = ROOT.parent / "shared" / "workloads.py"
+S = 10**9
+
+
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+def test_generate_equals_the_generator_script(workload):
+    if not SCRIPT.exists():
+        pytest.skip(f"{SCRIPT} is not present")
+    spec = importlib.util.spec_from_file_location("kubevents_test_workloads_script", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    for seed in (1, 9):
+        assert list(generate(workload, n=2500, seed=seed)) == list(script.generate(workload, n=2500, seed=seed))
+
+
+def test_a_workload_iterates_again_with_the_same_records():
+    w = generate("similar", n=500, seed=3)
+    assert isinstance(w, Workload) and len(w) == 500
+    first = list(w)
+    assert first == list(w) and len(first) == 500
+    assert first != list(generate("similar", n=500, seed=4))
+    # Re-iterable, so decisions() can replay it.
+    sim = kubevents.simulate(w)
+    assert sum(1 for _ in sim.decisions()) == 500
+
+
+@pytest.mark.parametrize("args, match", [(("nope", 5, 1), "unknown workload 'nope'"), (("storm", -1, 1), "n must be")])
+def test_generate_rejects_bad_arguments(args, match):
+    with pytest.raises(ValueError, match=match):
+        generate(*args)
+
+
+def test_jsonl_round_trip(tmp_path):
+    records = list(generate("mixed", n=300, seed=2))
+    path = tmp_path / "m.jsonl"
+    assert write_jsonl(records, path) == 300
+    assert list(read_jsonl(path)) == records
+    assert kubevents.simulate(path).totals == kubevents.simulate(records).totals
+    path.write_text(path.read_text() + "\n\n{broken\n")
+    with pytest.raises(ValueError, match=r"line 303"):
+        list(read_jsonl(path))
+
+
+def core_event(name, reason, message, count, first, last, **extra):
+    e = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.17a6", "namespace": "web"},
+        "involvedObject": {"kind": "Pod", "namespace": "web", "name": name, "uid": f"uid-{name}",
+                           "apiVersion": "v1", "fieldPath": "spec.containers{app}"},
+        "reason": reason,
+        "message": message,
+        "source": {"component": "kubelet", "host": "node-1"},
+        "firstTimestamp": first,
+        "lastTimestamp": last,
+        "count": count,
+        "type": "Warning",
+        "eventTime": None,
+        "reportingComponent": "kubelet",
+        "reportingInstance": "node-1",
+    }
+    e.update(extra)
+    return e
+
+
+T = 1_704_067_200 * S  # 2024-01-01T00:00:00Z
+
+
+def test_core_v1_list_spreads_each_count_evenly():
+    dump = {"apiVersion": "v1", "kind": "List", "items": [
+        core_event("api-0", "BackOff", "Back-off restarting", 4, "2024-01-01T00:00:00Z", "2024-01-01T00:01:00Z"),
+        core_event("api-1", "Pulled", "Pulled image", 1, "2024-01-01T00:00:30Z", "2024-01-01T00:00:30Z"),
+        core_event("api-2", "Unhealthy", "(combined from similar events): probe failed: 7", 3,
+                   "2024-01-01T00:00:10Z", "2024-01-01T00:00:11Z"),
+    ]}
+    trace = from_kubectl(dump)
+    got = [(r["t_ns"] - T, r["involved"]["name"], r["reason"], r["message"]) for r in trace]
+    assert got == [
+        (0, "api-0", "BackOff", "Back-off restarting"),
+        (10 * S, "api-2", "Unhealthy", "probe failed: 7"),
+        (10 * S + S // 2, "api-2", "Unhealthy", "probe failed: 7"),
+        (11 * S, "api-2", "Unhealthy", "probe failed: 7"),
+        (20 * S, "api-0", "BackOff", "Back-off restarting"),
+        (30 * S, "api-1", "Pulled", "Pulled image"),  # ties keep the dump's order
+        (40 * S, "api-0", "BackOff", "Back-off restarting"),
+        (60 * S, "api-0", "BackOff", "Back-off restarting"),
+    ]
+    r = trace[0]
+    assert r["involved"] == {"kind": "Pod", "namespace": "web", "name": "api-0", "uid": "uid-api-0",
+                             "api_version": "v1", "resource_version": "", "field_path": "spec.containers{app}"}
+    assert (r["source_component"], r["source_host"], r["type"]) == ("kubelet", "node-1", "Warning")
+    # A replay of the dump writes the first occurrence of each event, then counts the rest.
+    assert kubevents.simulate(trace).totals == {"events": 8, "creates": 3, "patches": 5, "skips": 0, "aggregated": 0}
+
+
+def test_core_v1_series_event_recorded_through_events_k8s_io():
+    # How `kubectl get events` shows an event the scheduler recorded through events.k8s.io/v1.
+    e = core_event("db-0", "FailedScheduling", "0/6 nodes are available", None, None, None,
+                   eventTime="2024-01-01T00:00:00.250000Z", source={}, reportingComponent="default-scheduler",
+                   reportingInstance="default-scheduler-node-0",
+                   series={"count": 3, "lastObservedTime": "2024-01-01T00:00:02.250000Z"})
+    del e["count"]
+    trace = from_kubectl([e])
+    assert [r["t_ns"] - T for r in trace] == [S // 4, S + S // 4, 2 * S + S // 4]
+    assert {(r["source_component"], r["source_host"]) for r in trace} == {
+        ("default-scheduler", "default-scheduler-node-0")}
+
+
+def test_events_k8s_io_v1_list():
+    dump = {"apiVersion": "v1", "kind": "List", "items": [
+        {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": "db-0.17a6", "namespace": "data", "creationTimestamp": "2024-01-01T00:00:00Z"},
+            "eventTime": "2024-01-01T00:00:00.000000Z",
+            "series": {"count": 5, "lastObservedTime": "2024-01-01T00:00:08.000000Z"},
+            "reportingController": "default-scheduler",
+            "reportingInstance": "default-scheduler-node-0",
+            "action": "Scheduling",
+            "reason": "FailedScheduling",
+            "regarding": {"kind": "Pod", "namespace": "data", "name": "db-0", "uid": "u-db-0", "apiVersion": "v1"},
+            "note": "0/6 nodes are available",
+            "type": "Warning",
+        },
+        {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": "db-0.17a7", "namespace": "data"},
+            "eventTime": None,
+            "reason": "BackOff",
+            "regarding": {"kind": "Pod", "namespace": "data", "name": "db-0", "uid": "u-db-0", "apiVersion": "v1",
+                          "fieldPath": "spec.containers{db}"},
+            "note": "Back-off restarting failed container db",
+            "type": "Warning",
+            "deprecatedSource": {"component": "kubelet", "host": "node-2"},
+            "deprecatedFirstTimestamp": "2024-01-01T00:00:01Z",
+            "deprecatedLastTimestamp": "2024-01-01T00:00:04Z",
+            "deprecatedCount": 2,
+        },
+    ]}
+    trace = from_kubectl(dump)
+    got = [(r["t_ns"] - T, r["reason"], r["source_component"], r["source_host"]) for r in trace]
+    assert got == [
+        (0, "FailedScheduling", "default-scheduler", "default-scheduler-node-0"),
+        (S, "BackOff", "kubelet", "node-2"),
+        (2 * S, "FailedScheduling", "default-scheduler", "default-scheduler-node-0"),
+        (4 * S, "FailedScheduling", "default-scheduler", "default-scheduler-node-0"),  # ties keep the dump's order
+        (4 * S, "BackOff", "kubelet", "node-2"),
+        (6 * S, "FailedScheduling", "default-scheduler", "default-scheduler-node-0"),
+        (8 * S, "FailedScheduling", "default-scheduler", "default-scheduler-node-0"),
+    ]
+    assert trace[1]["message"] == "Back-off restarting failed container db"
+    assert trace[1]["involved"]["field_path"] == "spec.containers{db}"
+
+
+def test_the_shipped_sample_dump():
+    dump = json.loads(SAMPLE.read_text())
+    trace = from_kubectl(SAMPLE)
+    assert trace == from_kubectl(dump)
+    counts = sum(i.get("count") or i["series"]["count"] for i in dump["items"])
+    assert len(trace) == counts > len(dump["items"])
+    assert [r["t_ns"] for r in trace] == sorted(r["t_ns"] for r in trace)
+    assert kubevents.simulate(trace).totals["events"] == counts
+
+
+@pytest.mark.parametrize("mutate, exc, match", [
+    (lambda d: d["items"].__setitem__(0, "x"), TypeError, r"items\[0\]: expected an Event"),
+    (lambda d: d["items"][0].__setitem__("count", -2), ValueError, r"items\[0\]: count must be a positive int"),
+    (lambda d: d["items"][0].__setitem__("firstTimestamp", "yesterday"), ValueError,
+     r"items\[0\]\.firstTimestamp: not an RFC 3339 time"),
+    (lambda d: d["items"][0].update(firstTimestamp=None, lastTimestamp=None), ValueError, r"items\[0\]: no time"),
+    (lambda d: d["items"][0]["involvedObject"].__setitem__("name", 5), TypeError,
+     r"items\[0\]\.involvedObject\.name: expected a str"),
+    (lambda d: d.pop("items"), ValueError, "expected a List with 'items'"),
+])
+def test_bad_dumps(mutate, exc, match):
+    dump = {"kind": "List", "items": [core_event("a", "R", "m", 2, "2024-01-01T00:00:00Z", "2024-01-01T00:00:01Z")]}
+    dump = copy.deepcopy(dump)
+    mutate(dump)
+    with pytest.raises(exc, match=match):
+        from_kubectl(dump)
+
+
+def test_bad_source():
+    with pytest.raises(TypeError, match="expected a path"):
+        from_kubectl(42)
+    with pytest.raises(FileNotFoundError):
+        from_kubectl("/nonexistent/events.json")
