@@ -4,7 +4,6 @@ loop of make_event + Correlator.correlate + update_state."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import pathlib
 
@@ -12,11 +11,11 @@ import pytest
 
 import kubevents
 from kubevents.testing import FakeClock
+from kubevents import traces
 from kubevents.traces import kubelet_storm
 
 NS = 10**9
 T0 = 1_700_000_000 * NS  # 2023-11-14T22:13:20Z
-WORKLOADS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "workloads.py"
 
 
 def rec(t_s, pod, message, *, reason="BackOff", type_="Warning", **extra):
@@ -300,25 +299,14 @@ def test_kubelet_storm_is_deterministic_and_sorted():
     assert kubevents.simulate(a).totals == kubevents.simulate(b).totals
 
 
-def _load_workloads():
-    if not WORKLOADS.exists():
-        pytest.skip(f"{WORKLOADS} is not present")
-    spec = importlib.util.spec_from_file_location("kubevents_test_workloads", WORKLOADS)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("workload", ["mixed", "similar", "storm"])
-def test_simulate_equals_manual_loop_on_shared_workloads(workload):
-    workloads = _load_workloads()
-    trace = list(workloads.generate(workload, n=1500, seed=1))
+def test_simulate_equals_manual_loop_on_workloads(workload):
+    trace = list(traces.generate(workload, n=1500, seed=1))
     assert_equivalent(trace)
 
 
-def test_shared_workload_file_and_list_agree(tmp_path):
-    workloads = _load_workloads()
-    trace = list(workloads.generate("mixed", n=2000, seed=2))
+def test_workload_file_and_list_agree(tmp_path):
+    trace = list(traces.generate("mixed", n=2000, seed=2))
     path = write_jsonl(tmp_path / "mixed.jsonl", trace)
     a, b = kubevents.simulate(trace, per_object=True), kubevents.simulate(path, per_object=True)
     assert a.totals == b.totals
