@@ -5,47 +5,20 @@
 
 use std::fs::File;
 use std::io::BufReader;
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
 
+mod common;
+
+use common::{records, trace_path, N};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kubevents::clock::FakeClock;
 use kubevents::correlator::{CorrelatorOptions, EventCorrelator, KeyFuncs};
 use kubevents::event::{Event, EventSource, ObjectReference};
 use kubevents::recorder::{make_event_into, EventInput, UuidSource};
-use kubevents::sim::{JsonLines, Record, Simulator};
+use kubevents::sim::{JsonLines, Simulator};
 use kubevents::time::Time;
 
-const N: usize = 100_000;
 const WORKLOADS: [&str; 5] = ["unique", "identical", "similar", "mixed", "storm"];
-
-fn trace_path(workload: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/traces");
-    let path = dir.join(format!("{workload}-{N}.jsonl"));
-    if !path.exists() {
-        std::fs::create_dir_all(&dir).expect("create target/traces");
-        let script = std::env::var("KUBEVENTS_WORKLOADS")
-            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/workloads.py").to_owned());
-        let status = Command::new("python3")
-            .args([script.as_str(), workload, "-n", &N.to_string(), "-o"])
-            .arg(&path)
-            .status()
-            .expect("run the workload generator");
-        assert!(status.success(), "workload generator failed for {workload}");
-    }
-    path
-}
-
-fn records(workload: &str) -> Vec<Record<'static>> {
-    let file = File::open(trace_path(workload)).expect("open trace");
-    let mut lines = JsonLines::new(BufReader::new(file));
-    let mut out = Vec::with_capacity(N);
-    while let Some(r) = lines.next_record() {
-        out.push(r.expect("parse trace").into_owned());
-    }
-    out
-}
 
 /// `correlate` on every record of a workload, with a fresh correlator. Each event is built into a reused
 /// buffer first (`make_event_into`), so the figure includes making the event, as Go's callers pay for it too.

@@ -2,9 +2,12 @@
 //! through `EventBroadcaster::record` (make the event, distribute), the sink watcher (correlate, write to a
 //! sink that answers at once, `update_state`) and `shutdown`. Run: `cargo bench --bench pipeline`.
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
+
+#[allow(dead_code)] // each bench uses part of it
+mod common;
+
+use common::N;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kubevents::broadcaster::FullChannel;
@@ -15,8 +18,6 @@ use kubevents::pipeline::{EventBroadcaster, EventType, Occurrence, Options, Repo
 use kubevents::sim::JsonLines;
 use kubevents::sink::{EventSink, RetryPolicy, WriteError};
 use kubevents::time::Time;
-
-const N: usize = 100_000;
 
 struct Quiet;
 
@@ -37,19 +38,7 @@ impl EventSink for Noop {
 }
 
 fn occurrences() -> Vec<Occurrence> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/traces");
-    let path = dir.join(format!("mixed-{N}.jsonl"));
-    if !path.exists() {
-        std::fs::create_dir_all(&dir).expect("create target/traces");
-        let script = std::env::var("KUBEVENTS_WORKLOADS")
-            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/workloads.py").to_owned());
-        let status = Command::new("python3")
-            .args([script.as_str(), "mixed", "-n", &N.to_string(), "-o"])
-            .arg(&path)
-            .status()
-            .expect("run the workload generator");
-        assert!(status.success());
-    }
+    let path = common::trace_path("mixed");
     let mut lines = JsonLines::new(std::io::BufReader::new(std::fs::File::open(path).expect("open trace")));
     let mut out = Vec::with_capacity(N);
     while let Some(r) = lines.next_record() {
@@ -70,7 +59,10 @@ fn occurrences() -> Vec<Occurrence> {
             reason: r.reason.to_string(),
             message: r.message.to_string(),
             time: Time(r.t_ns),
-            source: Arc::new(EventSource { component: r.source_component.to_string(), host: r.source_host.to_string() }),
+            source: Arc::new(EventSource {
+                component: r.source_component.to_string(),
+                host: r.source_host.to_string(),
+            }),
         });
     }
     out

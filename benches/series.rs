@@ -4,44 +4,19 @@
 //! Traces come from the workload generator as for `benches/correlate.rs` (`KUBEVENTS_WORKLOADS` or
 //! `../shared/workloads.py`), cached under `target/traces/`. Run: `cargo bench --bench series`.
 
-use std::fs::File;
-use std::io::BufReader;
 use std::num::NonZeroUsize;
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
 
+mod common;
+
+use common::{records as trace, N};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kubevents::clock::{Clock, FakeClock};
 use kubevents::event::{EventSource, ObjectReference};
 use kubevents::recorder::UuidSource;
 use kubevents::series::{make_event_v1, EngineOptions, EventV1, EventV1Input, SeriesEngine, SinkError, SinkV1};
-use kubevents::sim::{JsonLines, Record};
+use kubevents::sim::Record;
 use kubevents::time::Time;
-
-const N: usize = 100_000;
-
-fn trace(workload: &str) -> Vec<Record<'static>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/traces");
-    let path = dir.join(format!("{workload}-{N}.jsonl"));
-    if !path.exists() {
-        std::fs::create_dir_all(&dir).expect("create target/traces");
-        let script = std::env::var("KUBEVENTS_WORKLOADS")
-            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/workloads.py").to_owned());
-        let status = Command::new("python3")
-            .args([script.as_str(), workload, "-n", &N.to_string(), "-o"])
-            .arg(&path)
-            .status()
-            .expect("run the workload generator");
-        assert!(status.success(), "workload generator failed for {workload}");
-    }
-    let mut lines = JsonLines::new(BufReader::new(File::open(path).expect("open trace")));
-    let mut out = Vec::with_capacity(N);
-    while let Some(r) = lines.next_record() {
-        out.push(r.expect("parse trace").into_owned());
-    }
-    out
-}
 
 struct NoopSink;
 
@@ -76,7 +51,8 @@ fn make(r: &Record<'_>, uuids: &mut UuidSource) -> EventV1 {
 
 fn engine(cache_size: usize) -> SeriesEngine {
     let clock: Arc<dyn Clock> = Arc::new(FakeClock::new(Time(0)));
-    let options = EngineOptions { cache_size: NonZeroUsize::new(cache_size).unwrap(), seed: Some(1), ..Default::default() };
+    let options =
+        EngineOptions { cache_size: NonZeroUsize::new(cache_size).unwrap(), seed: Some(1), ..Default::default() };
     SeriesEngine::new(clock, options).unwrap()
 }
 
