@@ -400,7 +400,7 @@ def test_bad_input_raises_with_a_message():
         kubevents.EventsBroadcaster(NullSink(), cache_size=0)
     with pytest.raises(ValueError, match="max_tries must be >= 1"):
         kubevents.EventsBroadcaster(NullSink(), max_tries=0)
-    with pytest.raises(TypeError, match="sink: a object has no create"):
+    with pytest.raises(TypeError, match="sink: 'object' object has no create"):
         kubevents.EventsBroadcaster(object())
     with pytest.raises(TypeError, match="clock: expected an object with a now"):
         kubevents.EventsBroadcaster(NullSink(), clock=3)

@@ -351,7 +351,7 @@ impl PyEventsV1Engine {
         for method in ["create", "patch"] {
             if !sink.getattr_opt(method)?.is_some_and(|m| m.is_callable()) {
                 return Err(PyTypeError::new_err(format!(
-                    "sink: a {} has no {method}() method; a sink needs create(event) and patch(event, patch)",
+                    "sink: '{}' object has no {method}() method; a sink needs create(event) and patch(event, patch)",
                     type_name(sink)
                 )));
             }

@@ -57,7 +57,7 @@ impl PySink {
             match sink.getattr_opt(name)? {
                 Some(m) if m.is_callable() => Ok(m),
                 _ => Err(PyTypeError::new_err(format!(
-                    "sink: a {} has no {name}() method; a sink needs create(event) and patch(event, patch)",
+                    "sink: '{}' object has no {name}() method; a sink needs create(event) and patch(event, patch)",
                     sink.get_type().name()?
                 ))),
             }
