@@ -377,6 +377,34 @@ def test_async_sink_methods_run_on_the_loop_that_started_recording():
     asyncio.run(main())
     me = threading.get_ident()
     assert calls == [(f"foo.{T0 * 10**9:x}", me), (series(2, 0), me)]
+
+
+def test_async_with_shuts_down_off_the_loop_so_async_sink_calls_finish():
+    clock = kubevents.FakeClock(T0)
+    calls = []
+
+    class AsyncSink:
+        async def create(self, event):
+            await asyncio.sleep(0)
+            calls.append("create")
+            return event
+
+        async def patch(self, event, patch):
+            calls.append(json.loads(patch)["series"]["count"])
+            return None
+
+    async def main():
+        async with kubevents.EventsBroadcaster(AsyncSink(), clock=clock) as b:
+            b.start_recording_to_sink()
+            rec = b.new_recorder("c", "i")
+            for _ in range(3):
+                rec.eventf(POD, None, "Normal", "r", "a", "n")
+        return b.stats()
+
+    stats = asyncio.run(main())
+    # create, the series patch (count 2), and the final count written at shutdown (3)
+    assert calls == ["create", 2, 3]
+    assert (stats["writes_ok"], stats["shutdown_writes"], stats["queued"]) == (3, 1, 0)
     with pytest.raises(ValueError, match="call start_recording_to_sink from a coroutine"):
         kubevents.EventsBroadcaster(AsyncSink(), clock=clock).start_recording_to_sink()
 

@@ -49,6 +49,7 @@ Where kubevents deliberately differs from client-go (released 1.36-level ``tools
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import queue
@@ -266,6 +267,13 @@ class EventsBroadcaster:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+    async def __aenter__(self) -> EventsBroadcaster:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        # Off the loop, so that an async sink's calls, which run on this loop, can finish.
+        await asyncio.to_thread(self.shutdown)
 
     def stats(self) -> dict[str, Any]:
         """Counters: series decisions, sink writes and errors, retries, drops (``dropped`` of the engine's
