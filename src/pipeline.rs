@@ -529,8 +529,9 @@ impl Writer {
                 let err = match record_event(&*self.sink, &mut job.event, &job.patch) {
                     Ok((answer, written)) => {
                         if sequential {
-                            self.record_answer(job.key, Some(&answer));
+                            self.record_answer(job.key, Some(answer.as_ref().unwrap_or(&job.event)));
                         } else {
+                            let answer = answer.unwrap_or_else(|| std::mem::take(&mut job.event));
                             answers.push((job.key, Some(answer)));
                         }
                         match written {

@@ -191,6 +191,15 @@ impl ClockSleeper {
 pub trait EventSink: Send + Sync {
     fn create(&self, event: &Event) -> Result<Event, WriteError>;
     fn patch(&self, event: &Event, patch: &[u8]) -> Result<Event, WriteError>;
+    /// `create` for a caller that is done with `event` once it is written: `Ok(None)` means the answer was
+    /// left in `event` (a sink whose answer is mostly the event sent saves copying it).
+    fn create_in_place(&self, event: &mut Event) -> Result<Option<Event>, WriteError> {
+        self.create(event).map(Some)
+    }
+    /// `patch`, answering as `create_in_place` does.
+    fn patch_in_place(&self, event: &mut Event, patch: &[u8]) -> Result<Option<Event>, WriteError> {
+        self.patch(event, patch).map(Some)
+    }
     /// Runs `f`, holding across it whatever the sink's calls would otherwise take one by one (a Python sink
     /// takes the GIL once for a batch of writes).
     fn batch(&self, f: &mut dyn FnMut()) {
@@ -206,17 +215,22 @@ pub enum Written {
 }
 
 /// `recordEvent`: a patch for a repeat (`count > 1`), a create otherwise or when the patch finds no event
-/// (with `resourceVersion` cleared). Returns the server's event, to be passed to `update_state`.
-pub fn record_event(sink: &dyn EventSink, event: &mut Event, patch: &[u8]) -> Result<(Event, Written), WriteError> {
+/// (with `resourceVersion` cleared). Returns the server's event, to be passed to `update_state`; None when
+/// the sink left it in `event`.
+pub fn record_event(
+    sink: &dyn EventSink,
+    event: &mut Event,
+    patch: &[u8],
+) -> Result<(Option<Event>, Written), WriteError> {
     if event.count > 1 {
-        match sink.patch(event, patch) {
+        match sink.patch_in_place(event, patch) {
             Ok(answer) => return Ok((answer, Written::Patched)),
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e),
         }
     }
     event.metadata.resource_version.clear();
-    sink.create(event).map(|answer| (answer, Written::Created))
+    sink.create_in_place(event).map(|answer| (answer, Written::Created))
 }
 
 /// One event on its way through the retry loop: the tries made so far.
@@ -297,7 +311,7 @@ pub fn record_to_sink(
 ) -> (Result<Written, Abandoned>, u32) {
     let (result, tries) = with_retries(policy, sleeper, rng, || record_event(sink, &mut event, patch));
     let result = result.map(|(answer, written)| {
-        correlator.lock().unwrap_or_else(|p| p.into_inner()).update_state(&answer);
+        correlator.lock().unwrap_or_else(|p| p.into_inner()).update_state(answer.as_ref().unwrap_or(&event));
         written
     });
     (result, tries)

@@ -137,3 +137,48 @@ def test_memory_sink_end_to_end_with_aggregation():
     combined = [e for e in events if e["message"].startswith("(combined from similar events)")]
     assert len(events) == 10 and len(combined) == 1 and combined[0]["count"] == 3
     assert b.stats()["aggregated"] == 3
+
+
+class _Echo:
+    """Answers with the very dict it was sent, after changing what a server would."""
+
+    def __init__(self, count=None):
+        self.seen, self.count = [], count
+
+    def create(self, event):
+        meta = event["metadata"]
+        self.seen.append(("create", meta["name"], meta.get("resourceVersion")))
+        meta["name"], meta["resourceVersion"] = "from-server", "42"
+        if self.count is not None:
+            event["count"] = self.count
+        return event
+
+    def patch(self, event, patch):
+        meta = event["metadata"]
+        self.seen.append(("patch", meta["name"], meta.get("resourceVersion")))
+        return event
+
+
+def test_an_answer_that_is_the_dict_sent_is_read_back():
+    ref = {"kind": "Pod", "namespace": "ns", "name": "p", "uid": "u", "apiVersion": "v1"}
+    sink = _Echo()
+    b = kubevents.Broadcaster()
+    b.start_recording_to_sink(sink)
+    r = b.new_recorder("test")
+    r.event(ref, "Normal", "Pulled", "pulled")
+    r.event(ref, "Normal", "Pulled", "pulled")
+    stats = b.shutdown()
+    # The repeat is patched under the name and resourceVersion of the first answer.
+    assert sink.seen == [("create", sink.seen[0][1], None), ("patch", "from-server", "42")]
+    assert (stats["created"], stats["patched"], stats["abandoned"]) == (1, 1, 0)
+
+    bad = _Echo(count="x")
+    b = kubevents.Broadcaster()
+    b.start_recording_to_sink(bad)
+    r = b.new_recorder("test")
+    r.event(ref, "Normal", "Pulled", "pulled")
+    r.event(ref, "Normal", "Pulled", "pulled")
+    stats = b.shutdown()
+    # A bad answer abandons its write and nothing of it is kept: the repeat keeps the name it was sent with.
+    assert bad.seen == [("create", bad.seen[0][1], None), ("patch", bad.seen[0][1], None)]
+    assert (stats["created"], stats["patched"], stats["abandoned"]) == (0, 1, 1)

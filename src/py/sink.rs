@@ -106,52 +106,77 @@ impl PySink {
         result.map(|v| v.into_bound(py)).map_err(|e| classify(py, &e))
     }
 
-    /// The server's event from a sink's answer. None means the event was written as sent; the very dict
-    /// that was sent is read back only for what the correlator keeps of an answer.
-    fn answer(&self, sent: &Event, sent_dict: &Bound<'_, PyDict>, out: Bound<'_, PyAny>) -> Result<Event, WriteError> {
+    /// The server's event from a sink's answer, or None when it is `sent` updated in place: for None (written
+    /// as sent) and for the very dict that was sent, read back only for what the correlator keeps of an answer.
+    fn answer(
+        &self,
+        sent: &mut Event,
+        sent_dict: &Bound<'_, PyDict>,
+        out: Bound<'_, PyAny>,
+    ) -> Result<Option<Event>, WriteError> {
         let py = out.py();
         if out.is_none() {
-            return Ok(sent.clone());
+            return Ok(None);
         }
         if out.is(sent_dict) {
-            return state_fields(py, sent, sent_dict).map_err(|e| WriteError::give_up(format!("sink answer: {e}")));
+            return state_fields(py, sent, sent_dict)
+                .map(|()| None)
+                .map_err(|e| WriteError::give_up(format!("sink answer: {e}")));
         }
-        event_from_py(&out).map_err(|e| WriteError::give_up(format!("sink answer: {}", e.value(py))))
+        event_from_py(&out).map(Some).map_err(|e| WriteError::give_up(format!("sink answer: {}", e.value(py))))
     }
 }
 
-/// `sent` with the fields `UpdateState` keeps (name, resourceVersion, count, firstTimestamp) read from `d`.
-fn state_fields(py: Python<'_>, sent: &Event, d: &Bound<'_, PyDict>) -> PyResult<Event> {
-    let mut e = sent.clone();
-    let text = |v: Option<Bound<'_, PyAny>>, what: &str, out: &mut String| -> PyResult<()> {
-        out.clear();
-        if let Some(v) = v.filter(|v| !v.is_none()) {
-            let s = v.cast::<PyString>().map_err(|_| PyTypeError::new_err(format!("event.{what}: expected str")))?;
-            out.push_str(s.to_str()?);
+/// Sets the fields `UpdateState` keeps (name, resourceVersion, count, firstTimestamp) of `e` from `d`; on an
+/// error `e` stays as sent.
+fn state_fields(py: Python<'_>, e: &mut Event, d: &Bound<'_, PyDict>) -> PyResult<()> {
+    let text = |v: Option<Bound<'_, PyAny>>, what: &str| -> PyResult<String> {
+        match v.filter(|v| !v.is_none()) {
+            None => Ok(String::new()),
+            Some(v) => {
+                let s = v.cast::<PyString>().map_err(|_| PyTypeError::new_err(format!("event.{what}: expected str")))?;
+                Ok(s.to_str()?.to_owned())
+            }
         }
-        Ok(())
     };
+    let mut meta = None;
     if let Some(m) = d.get_item(intern!(py, "metadata"))?.filter(|m| !m.is_none()) {
         let m = m.cast::<PyDict>().map_err(|_| PyTypeError::new_err("event.metadata: expected a dict"))?;
-        text(m.get_item(intern!(py, "name"))?, "metadata.name", &mut e.metadata.name)?;
-        text(m.get_item(intern!(py, "resourceVersion"))?, "metadata.resourceVersion", &mut e.metadata.resource_version)?;
+        let name = text(m.get_item(intern!(py, "name"))?, "metadata.name")?;
+        let resource_version = text(m.get_item(intern!(py, "resourceVersion"))?, "metadata.resourceVersion")?;
+        meta = Some((name, resource_version));
     }
-    e.count = match d.get_item(intern!(py, "count"))?.filter(|v| !v.is_none()) {
+    let count = match d.get_item(intern!(py, "count"))?.filter(|v| !v.is_none()) {
         None => 0,
         Some(v) => v.extract::<i32>().map_err(|_| PyTypeError::new_err("event.count: expected an int32"))?,
     };
-    let mut first = String::new();
-    text(d.get_item(intern!(py, "firstTimestamp"))?, "firstTimestamp", &mut first)?;
-    e.first_timestamp = if first.is_empty() {
+    let first = text(d.get_item(intern!(py, "firstTimestamp"))?, "firstTimestamp")?;
+    let first_timestamp = if first.is_empty() {
         None
     } else {
         Some(crate::time::Time::parse_rfc3339(&first).map_err(|err| PyValueError::new_err(format!("event.firstTimestamp: {err}")))?)
     };
-    Ok(e)
+    if let Some((name, resource_version)) = meta {
+        e.metadata.name = name;
+        e.metadata.resource_version = resource_version;
+    }
+    e.count = count;
+    e.first_timestamp = first_timestamp;
+    Ok(())
 }
 
 impl EventSink for PySink {
     fn create(&self, event: &Event) -> Result<Event, WriteError> {
+        let mut e = event.clone();
+        self.create_in_place(&mut e).map(|answer| answer.unwrap_or(e))
+    }
+
+    fn patch(&self, event: &Event, patch: &[u8]) -> Result<Event, WriteError> {
+        let mut e = event.clone();
+        self.patch_in_place(&mut e, patch).map(|answer| answer.unwrap_or(e))
+    }
+
+    fn create_in_place(&self, event: &mut Event) -> Result<Option<Event>, WriteError> {
         Python::attach(|py| {
             let d = event_to_py(py, event).map_err(|e| classify(py, &e))?;
             let args = pyo3::types::PyTuple::new(py, [d.as_any()]).map_err(|e| classify(py, &e))?;
@@ -160,7 +185,7 @@ impl EventSink for PySink {
         })
     }
 
-    fn patch(&self, event: &Event, patch: &[u8]) -> Result<Event, WriteError> {
+    fn patch_in_place(&self, event: &mut Event, patch: &[u8]) -> Result<Option<Event>, WriteError> {
         Python::attach(|py| {
             let d = event_to_py(py, event).map_err(|e| classify(py, &e))?;
             let args = pyo3::types::PyTuple::new(py, [d.as_any(), PyBytes::new(py, patch).as_any()])
