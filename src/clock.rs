@@ -20,9 +20,7 @@ impl Clock for RealClock {
         let d = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_err(|_| Error::Clock("the system clock is before 1970".into()))?;
-        i64::try_from(d.as_nanos())
-            .map(Time)
-            .map_err(|_| Error::Clock("the system clock is past 2262".into()))
+        i64::try_from(d.as_nanos()).map(Time).map_err(|_| Error::Clock("the system clock is past 2262".into()))
     }
 }
 

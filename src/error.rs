@@ -6,15 +6,24 @@ use std::fmt;
 #[derive(Debug)]
 pub enum Error {
     /// A field has the wrong type (Python `TypeError`).
-    Type { field: String, message: String },
+    Type {
+        field: String,
+        message: String,
+    },
     /// A field has a value that is not allowed or does not parse (Python `ValueError`).
-    Value { field: String, message: String },
+    Value {
+        field: String,
+        message: String,
+    },
     /// An option out of range (Python `ValueError`).
     Option(String),
     /// A clock could not be read.
     Clock(String),
     /// A trace could not be read or a record in it is bad; `line` is 1-based.
-    Trace { line: u64, source: Box<Error> },
+    Trace {
+        line: u64,
+        source: Box<Error>,
+    },
     Io(std::io::Error),
     /// An error raised by user code (a Python callable), carried through the core untouched.
     External(Box<dyn std::error::Error + Send + Sync>),

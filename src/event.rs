@@ -125,12 +125,7 @@ pub struct Event {
     pub last_timestamp: Option<Time>,
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "is_zero")]
     pub count: i32,
-    #[serde(
-        rename = "type",
-        default,
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(rename = "type", default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
     pub type_: String,
     #[serde(default, with = "time::rfc3339_micro")]
     pub event_time: Option<Time>,

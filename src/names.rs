@@ -144,7 +144,9 @@ mod tests {
         let mut s = String::new();
         push_go_hex(&mut s, -255);
         assert_eq!(s, "-ff");
-        for n in [0, 1, 15, 16, 255, 256, 4095, 4096, 1 << 32, i64::MAX, i64::MIN, i64::MIN + 1, 1_704_067_201_000_000_000] {
+        for n in
+            [0, 1, 15, 16, 255, 256, 4095, 4096, 1 << 32, i64::MAX, i64::MIN, i64::MIN + 1, 1_704_067_201_000_000_000]
+        {
             let mut s = String::new();
             push_go_hex(&mut s, n);
             let expected = if n < 0 { format!("-{:x}", n.unsigned_abs()) } else { format!("{n:x}") };

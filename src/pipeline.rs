@@ -510,7 +510,13 @@ impl Writer {
     /// several, the dispatcher correlated the jobs ahead, and the answers are recorded after each batch of
     /// writes, outside the sink's batch (which holds the GIL for a Python sink, while the dispatcher may hold
     /// the correlator and call a Python key function).
-    fn write_all<T>(&self, jobs: &mut VecDeque<Job>, events: &mut VecDeque<Arc<Event>>, lane: &Lane<T>, rng: &mut SmallRng) {
+    fn write_all<T>(
+        &self,
+        jobs: &mut VecDeque<Job>,
+        events: &mut VecDeque<Arc<Event>>,
+        lane: &Lane<T>,
+        rng: &mut SmallRng,
+    ) {
         let c = &self.shared.counters;
         let policy = &self.shared.options.retry;
         let sequential = !events.is_empty();

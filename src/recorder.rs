@@ -120,9 +120,17 @@ mod tests {
 
     #[test]
     fn builds_the_event_client_go_builds() {
-        let reference = ObjectReference { kind: "Pod".into(), name: "foo".into(), uid: "bar".into(), ..Default::default() };
+        let reference =
+            ObjectReference { kind: "Pod".into(), name: "foo".into(), uid: "bar".into(), ..Default::default() };
         let source = EventSource { component: "kubelet".into(), host: "node-1".into() };
-        let input = EventInput { reference: &reference, type_: "Normal", reason: "Started", message: "m", source: &source, annotations: None };
+        let input = EventInput {
+            reference: &reference,
+            type_: "Normal",
+            reason: "Started",
+            message: "m",
+            source: &source,
+            annotations: None,
+        };
         let now = Time(1_704_067_201_000_000_000);
         let ev = make_event(&input, now, &mut UuidSource::Random);
         assert_eq!(ev.metadata.name, "foo.17a610173cffca00");

@@ -174,11 +174,8 @@ impl ClockSleeper {
             if now >= deadline {
                 return true;
             }
-            let wait = if self.real_time {
-                Duration::from_nanos((deadline.0 - now.0) as u64)
-            } else {
-                VIRTUAL_CLOCK_POLL
-            };
+            let wait =
+                if self.real_time { Duration::from_nanos((deadline.0 - now.0) as u64) } else { VIRTUAL_CLOCK_POLL };
             if self.stop.wait(wait) {
                 return false;
             }

@@ -67,7 +67,15 @@ impl Time {
     }
 
     /// The instant of UTC calendar fields, `None` outside the i64 nanosecond range.
-    pub fn from_civil(year: i64, month: u32, day: u32, hour: u32, minute: u32, second: u32, nanos: u32) -> Option<Time> {
+    pub fn from_civil(
+        year: i64,
+        month: u32,
+        day: u32,
+        hour: u32,
+        minute: u32,
+        second: u32,
+        nanos: u32,
+    ) -> Option<Time> {
         let days = i128::from(days_from_civil(year, month, day));
         let secs = days * 86_400 + i128::from(hour * 3600 + minute * 60 + second);
         i64::try_from(secs * i128::from(NANOS_PER_SECOND) + i128::from(nanos)).ok().map(Time)
@@ -89,9 +97,7 @@ impl Time {
     pub fn parse_rfc3339(s: &str) -> Result<Time, TimeError> {
         let dt = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
             .map_err(|e| TimeError::Parse(format!("{s:?} is not an RFC 3339 timestamp: {e}")))?;
-        i64::try_from(dt.unix_timestamp_nanos())
-            .map(Time)
-            .map_err(|_| TimeError::OutOfRange(s.to_owned()))
+        i64::try_from(dt.unix_timestamp_nanos()).map(Time).map_err(|_| TimeError::OutOfRange(s.to_owned()))
     }
 }
 
@@ -204,7 +210,6 @@ pub mod rfc3339_micro {
     pub use super::rfc3339::deserialize;
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,10 +234,7 @@ mod tests {
     #[test]
     fn parses_offsets_and_fractions() {
         assert_eq!(Time::parse_rfc3339("2024-01-01T00:00:01Z").unwrap(), Time(1_704_067_201_000_000_000));
-        assert_eq!(
-            Time::parse_rfc3339("2024-01-01T02:00:01.5+02:00").unwrap(),
-            Time(1_704_067_201_500_000_000)
-        );
+        assert_eq!(Time::parse_rfc3339("2024-01-01T02:00:01.5+02:00").unwrap(), Time(1_704_067_201_500_000_000));
         assert!(matches!(Time::parse_rfc3339("yesterday"), Err(TimeError::Parse(_))));
         assert!(matches!(Time::parse_rfc3339("2300-01-01T00:00:00Z"), Err(TimeError::OutOfRange(_))));
     }

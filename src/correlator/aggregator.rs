@@ -54,7 +54,11 @@ pub struct Aggregator {
 
 impl Aggregator {
     pub fn new(size: NonZeroUsize, max_events: usize, max_interval_seconds: i64) -> Self {
-        Aggregator { cache: Lru::new(size), max_events, max_interval_nanos: max_interval_seconds.wrapping_mul(1_000_000_000) }
+        Aggregator {
+            cache: Lru::new(size),
+            max_events,
+            max_interval_nanos: max_interval_seconds.wrapping_mul(1_000_000_000),
+        }
     }
 
     /// The bookkeeping half of `EventAggregate`: records `local_key` in the group of `aggregate_key` at the

@@ -174,7 +174,10 @@ mod tests {
     #[test]
     fn keys_have_exact_field_order_and_no_separator() {
         let e = ev("R", "M");
-        assert_eq!(event_key(&e), "kubeletkublet.node1Podotherpod1spec.containers{mycontainer}C934D34AFB20242versionNormalRM");
+        assert_eq!(
+            event_key(&e),
+            "kubeletkublet.node1Podotherpod1spec.containers{mycontainer}C934D34AFB20242versionNormalRM"
+        );
         assert_eq!(spam_key(&e), "kubeletkublet.node1Podotherpod1C934D34AFB20242versionNormal");
         let (a, _) = aggregate_by_reason(&e);
         assert_eq!(a, "kubeletkublet.node1Podotherpod1C934D34AFB20242versionNormalR");

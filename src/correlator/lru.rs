@@ -35,7 +35,14 @@ pub struct Lru<V> {
 
 impl<V: Default> Lru<V> {
     pub fn new(max: NonZeroUsize) -> Self {
-        Lru { table: HashTable::new(), nodes: Vec::new(), front: NIL, back: NIL, max: max.get(), hasher: RandomState::default() }
+        Lru {
+            table: HashTable::new(),
+            nodes: Vec::new(),
+            front: NIL,
+            back: NIL,
+            max: max.get(),
+            hasher: RandomState::default(),
+        }
     }
 
     pub fn hash(&self, key: &[u8]) -> u64 {

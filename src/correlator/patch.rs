@@ -137,7 +137,10 @@ mod tests {
 
     #[test]
     fn keys_equal_to_the_old_copy_are_left_out() {
-        assert_eq!(s(count_patch(3, Some(Time(1_000_000_000)), "")), r#"{"count":3,"lastTimestamp":"1970-01-01T00:00:01Z"}"#);
+        assert_eq!(
+            s(count_patch(3, Some(Time(1_000_000_000)), "")),
+            r#"{"count":3,"lastTimestamp":"1970-01-01T00:00:01Z"}"#
+        );
         assert_eq!(s(count_patch(3, Some(Time(999_999_999)), "m")), r#"{"count":3,"message":"m"}"#);
         assert_eq!(s(count_patch(0, None, "")), r#"{"lastTimestamp":null}"#);
     }
@@ -146,7 +149,10 @@ mod tests {
     fn escapes_as_go_does() {
         let mut out = Vec::new();
         push_go_json_string(&mut out, "a<b>&\"\\\u{8}\u{c}\n\r\t\u{1}\u{1f}\u{7f}\u{2028}\u{2029}é✓");
-        assert_eq!(s(out), r#""a\u003cb\u003e\u0026\"\\\b\f\n\r\t\u0001\u001f\u007f\u2028\u2029é✓""#.replace("\\u007f", "\u{7f}"));
+        assert_eq!(
+            s(out),
+            r#""a\u003cb\u003e\u0026\"\\\b\f\n\r\t\u0001\u001f\u007f\u2028\u2029é✓""#.replace("\\u007f", "\u{7f}")
+        );
     }
 
     #[test]

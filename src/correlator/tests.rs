@@ -42,7 +42,13 @@ fn with_count(mut e: Event, count: i32) -> Event {
 
 fn unique_events(n: usize) -> Vec<Event> {
     (0..n)
-        .map(|i| make_event(&format!("reason-{i}"), &format!("message-{i}"), object_ref("Pod", &format!("pod-{i}"), &format!("ns-{i}"))))
+        .map(|i| {
+            make_event(
+                &format!("reason-{i}"),
+                &format!("message-{i}"),
+                object_ref("Pod", &format!("pod-{i}"), &format!("ns-{i}")),
+            )
+        })
         .collect()
 }
 
@@ -96,7 +102,13 @@ fn event_correlator_scenarios() {
         interval: i64,
     }
     let cases = vec![
-        Case { name: "create-a-single-event", previous: vec![], new: first.clone(), expected: Some(with_count(first, 1)), interval: 5 },
+        Case {
+            name: "create-a-single-event",
+            previous: vec![],
+            new: first.clone(),
+            expected: Some(with_count(first, 1)),
+            interval: 5,
+        },
         Case {
             name: "the-same-event-should-just-count",
             previous: vec![duplicate.clone()],
@@ -201,7 +213,8 @@ fn event_spam_filter() {
     ];
     for (name, new, expect_skip, custom) in cases {
         let clock = Arc::new(IntervalClock::new(START, S));
-        let funcs = KeyFuncs { spam: custom.then(|| Box::new(object_and_reason) as Box<SpamKeyFn>), ..Default::default() };
+        let funcs =
+            KeyFuncs { spam: custom.then(|| Box::new(object_and_reason) as Box<SpamKeyFn>), ..Default::default() };
         let mut c = correlator(clock, CorrelatorOptions { burst: 1, ..Default::default() }, funcs);
         let r = c.correlate(original.clone()).unwrap();
         if !r.skip {
@@ -302,7 +315,9 @@ fn aggregation_drops_the_oldest_message_and_keeps_counting_the_aggregate() {
     assert!(r.aggregated);
     let ev = r.event.unwrap();
     assert_eq!((ev.count, ev.metadata.name.as_str()), (2, agg.metadata.name.as_str()));
-    assert!(String::from_utf8(r.patch.unwrap()).unwrap().ends_with(r#""message":"(combined from similar events): a"}"#));
+    assert!(String::from_utf8(r.patch.unwrap())
+        .unwrap()
+        .ends_with(r#""message":"(combined from similar events): a"}"#));
 }
 
 #[test]

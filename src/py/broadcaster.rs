@@ -13,8 +13,8 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 
 use super::clock::{clock_arg, to_duration, to_time, PyRealClock};
 use super::convert::event_to_py;
-use super::gil::GilTurns;
 use super::correlator::{key_funcs_from_py, options_from_py};
+use super::gil::GilTurns;
 use super::reference::reference_of;
 use super::sink::PySink;
 use crate::broadcaster::FullChannel;
@@ -142,7 +142,10 @@ impl PyBroadcaster {
         let options = Options {
             queue_length: positive("queue_length", queue_length)?,
             full_channel: self::full_channel(full_channel)?,
-            retry: RetryPolicy { max_tries: positive("max_tries", max_tries)?.min(u32::MAX as usize) as u32, sleep_nanos },
+            retry: RetryPolicy {
+                max_tries: positive("max_tries", max_tries)?.min(u32::MAX as usize) as u32,
+                sleep_nanos,
+            },
             correlator,
             clock: clock_arg(clock)?,
             real_time,

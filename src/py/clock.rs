@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDateTime, PyDelta, PyDeltaAccess, PyTzInfo, PyTzInfoAccess};
 use pyo3::types::{PyDateAccess, PyTimeAccess};
+use pyo3::types::{PyDateTime, PyDelta, PyDeltaAccess, PyTzInfo, PyTzInfoAccess};
 
 use super::errors::external;
 use crate::clock::{Clock, FakeClock, IntervalClock, RealClock};
@@ -49,14 +49,11 @@ pub fn to_time(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Time> {
             .ok_or_else(|| PyValueError::new_err(format!("{what}: {secs} s is outside years 1678..2261")));
     }
     if let Ok(secs) = v.extract::<f64>() {
-        return seconds_to_nanos(secs)
-            .map(Time)
-            .ok_or_else(|| PyValueError::new_err(format!("{what}: {secs} s is not a finite time in years 1678..2261")));
+        return seconds_to_nanos(secs).map(Time).ok_or_else(|| {
+            PyValueError::new_err(format!("{what}: {secs} s is not a finite time in years 1678..2261"))
+        });
     }
-    Err(PyTypeError::new_err(format!(
-        "{what}: expected a datetime or epoch seconds, got {}",
-        v.get_type().name()?
-    )))
+    Err(PyTypeError::new_err(format!("{what}: expected a datetime or epoch seconds, got {}", v.get_type().name()?)))
 }
 
 /// Float seconds to nanoseconds, whole and fractional parts apart so large epochs keep their precision.

@@ -40,9 +40,9 @@ fn get<'py>(d: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> PyResult<Opti
 fn read_str(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, path: &str, out: &mut String) -> PyResult<()> {
     out.clear();
     if let Some(v) = get(d, key)? {
-        let s = v.cast::<PyString>().map_err(|_| {
-            PyTypeError::new_err(format!("{path}.{}: expected str, got {}", key, type_name(&v)))
-        })?;
+        let s = v
+            .cast::<PyString>()
+            .map_err(|_| PyTypeError::new_err(format!("{path}.{}: expected str, got {}", key, type_name(&v))))?;
         out.push_str(s.to_str()?);
     }
     Ok(())
@@ -68,10 +68,7 @@ fn read_time(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, path: &str) -> Py
     if v.is_instance_of::<pyo3::types::PyDateTime>() {
         return to_time(&v, &format!("{path}.{key}")).map(Some);
     }
-    Err(PyTypeError::new_err(format!(
-        "{path}.{key}: expected an RFC 3339 string or a datetime, got {}",
-        type_name(&v)
-    )))
+    Err(PyTypeError::new_err(format!("{path}.{key}: expected an RFC 3339 string or a datetime, got {}", type_name(&v))))
 }
 
 fn read_map(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, path: &str) -> PyResult<BTreeMap<String, String>> {
@@ -265,7 +262,9 @@ pub fn record_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Record<'static>> {
                 type_name(&v)
             )))
         }
-        Some(v) => v.extract::<i64>().map_err(|_| PyValueError::new_err(format!("record.t_ns: {v} is outside the int64 range")))?,
+        Some(v) => v
+            .extract::<i64>()
+            .map_err(|_| PyValueError::new_err(format!("record.t_ns: {v} is outside the int64 range")))?,
     };
     let Some(involved) = get(&d, intern!(py, "involved"))? else {
         return Err(PyValueError::new_err("record: missing field `involved`"));

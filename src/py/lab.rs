@@ -88,17 +88,18 @@ pub fn data_frame<'py>(py: Python<'py>, rows: Bound<'py, PyList>) -> PyResult<Bo
 fn load_records(py: Python<'_>, trace: &Bound<'_, PyAny>) -> PyResult<Vec<Record<'static>>> {
     if trace.is_instance_of::<PyString>() || trace.hasattr("__fspath__")? {
         let path: PathBuf = trace.extract()?;
-        return py.detach(|| -> Result<Vec<Record<'static>>, Error> {
-            let file = File::open(&path)
-                .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))))?;
-            let mut lines = JsonLines::new(BufReader::new(file));
-            let mut out = Vec::new();
-            while let Some(r) = lines.next_record() {
-                out.push(r?.into_owned());
-            }
-            Ok(out)
-        })
-        .map_err(PyErr::from);
+        return py
+            .detach(|| -> Result<Vec<Record<'static>>, Error> {
+                let file = File::open(&path)
+                    .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))))?;
+                let mut lines = JsonLines::new(BufReader::new(file));
+                let mut out = Vec::new();
+                while let Some(r) = lines.next_record() {
+                    out.push(r?.into_owned());
+                }
+                Ok(out)
+            })
+            .map_err(PyErr::from);
     }
     let it = trace.try_iter().map_err(|_| {
         PyTypeError::new_err(format!("trace: expected a path or an iterable of records, got {}", type_name(trace)))
@@ -119,10 +120,11 @@ fn type_name(v: &Bound<'_, PyAny>) -> String {
 }
 
 fn options_from_grid(entry: &Bound<'_, PyAny>, i: usize) -> PyResult<CorrelatorOptions> {
-    let map = entry
-        .cast::<PyMapping>()
-        .map_err(|_| PyTypeError::new_err(format!("grid[{i}]: expected a dict of options, got {}", type_name(entry))))?;
-    let (mut cache, mut burst, mut qps, mut max_events, mut max_interval) = (4096i64, 25i64, f64::from(DEFAULT_QPS), 10i64, 600i64);
+    let map = entry.cast::<PyMapping>().map_err(|_| {
+        PyTypeError::new_err(format!("grid[{i}]: expected a dict of options, got {}", type_name(entry)))
+    })?;
+    let (mut cache, mut burst, mut qps, mut max_events, mut max_interval) =
+        (4096i64, 25i64, f64::from(DEFAULT_QPS), 10i64, 600i64);
     for item in map.items()?.iter() {
         let (k, v): (String, Bound<'_, PyAny>) = item.extract()?;
         let int = |v: &Bound<'_, PyAny>| -> PyResult<i64> {

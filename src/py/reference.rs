@@ -24,9 +24,9 @@ fn type_name(v: &Bound<'_, PyAny>) -> String {
 fn string(v: Option<Bound<'_, PyAny>>, what: &str, out: &mut String) -> PyResult<()> {
     out.clear();
     if let Some(v) = v.filter(|v| !v.is_none()) {
-        let s = v.cast::<PyString>().map_err(|_| {
-            PyTypeError::new_err(format!("obj: {what} must be a str, got {}", type_name(&v)))
-        })?;
+        let s = v
+            .cast::<PyString>()
+            .map_err(|_| PyTypeError::new_err(format!("obj: {what} must be a str, got {}", type_name(&v))))?;
         out.push_str(s.to_str()?);
     }
     Ok(())

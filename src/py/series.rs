@@ -11,24 +11,24 @@ use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
-use pyo3::prelude::*;
 use pyo3::intern;
+use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use super::clock::{clock_arg, to_duration, PyRealClock};
 use super::convert::reference_to_py;
-use super::reference::reference_of;
 use super::gil::GilTurns;
+use super::reference::reference_of;
 use super::sink::PySink;
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::event::ObjectReference;
 use crate::recorder::UuidSource;
-use crate::sink::{Verdict, WriteError};
 use crate::series::{
     make_event_v1, EngineOptions, EventV1, EventV1Input, SeriesEngine, SinkError, SinkV1, DEFAULT_CACHE_SIZE,
     MAX_TRIES_PER_EVENT,
 };
+use crate::sink::{Verdict, WriteError};
 
 // The constructor's signature spells these defaults as literals, so that the stubs can show them.
 const _: () = assert!(MAX_TRIES_PER_EVENT == 12 && DEFAULT_CACHE_SIZE == 4096);
@@ -117,7 +117,8 @@ pub fn event_v1_from_py(v: &Bound<'_, PyAny>, what: &str) -> PyResult<EventV1> {
         return Err(PyTypeError::new_err(format!("{what}: expected a dict, got {}", type_name(v))));
     }
     let text: String = v.py().import("json")?.call_method1("dumps", (v,))?.extract()?;
-    serde_json::from_str(&text).map_err(|e| PyValueError::new_err(format!("{what}: not an events.k8s.io/v1 Event: {e}")))
+    serde_json::from_str(&text)
+        .map_err(|e| PyValueError::new_err(format!("{what}: not an events.k8s.io/v1 Event: {e}")))
 }
 
 /// A Python sink (`create(event)`, `patch(event, patch_bytes)`, plain or `async def`), called through the
@@ -134,7 +135,13 @@ impl PySinkV1 {
         Ok(PySinkV1 { caller, create: sink.getattr("create")?.unbind(), patch: sink.getattr("patch")?.unbind() })
     }
 
-    fn call(&self, create: bool, event: &EventV1, patch: Option<&[u8]>, answer: bool) -> Result<Option<EventV1>, SinkError> {
+    fn call(
+        &self,
+        create: bool,
+        event: &EventV1,
+        patch: Option<&[u8]>,
+        answer: bool,
+    ) -> Result<Option<EventV1>, SinkError> {
         Python::attach(|py| {
             let arg = event_v1_to_py(py, event).map_err(|e| SinkError::RequestConstruction(e.to_string()))?;
             let args = match patch {

@@ -11,8 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList};
 
 use super::convert::record_from_py;
-use super::lab::{data_frame, object_dict, summary_dict, window_from_py, DEFAULT_WINDOW_NS};
 use super::correlator::{key_funcs_from_py, options_from_py};
+use super::lab::{data_frame, object_dict, summary_dict, window_from_py, DEFAULT_WINDOW_NS};
 use crate::correlator::{CorrelatorOptions, DEFAULT_QPS};
 use crate::error::Error;
 use crate::sim::{Action, JsonLines, ObjectKey, ObjectTotals, Record, Simulator, Step, Summary, Totals};
@@ -31,10 +31,19 @@ enum Source {
 type PyKeyFuncs = (Option<Py<PyAny>>, Option<Py<PyAny>>, Option<Py<PyAny>>);
 
 fn clone_funcs(py: Python<'_>, f: &PyKeyFuncs) -> PyKeyFuncs {
-    (f.0.as_ref().map(|x| x.clone_ref(py)), f.1.as_ref().map(|x| x.clone_ref(py)), f.2.as_ref().map(|x| x.clone_ref(py)))
+    (
+        f.0.as_ref().map(|x| x.clone_ref(py)),
+        f.1.as_ref().map(|x| x.clone_ref(py)),
+        f.2.as_ref().map(|x| x.clone_ref(py)),
+    )
 }
 
-fn new_simulator(py: Python<'_>, options: CorrelatorOptions, funcs: &PyKeyFuncs, per_object: bool) -> PyResult<Simulator> {
+fn new_simulator(
+    py: Python<'_>,
+    options: CorrelatorOptions,
+    funcs: &PyKeyFuncs,
+    per_object: bool,
+) -> PyResult<Simulator> {
     let (k, m, s) = clone_funcs(py, funcs);
     Ok(Simulator::new(options, key_funcs_from_py(k, m, s)?, per_object)?)
 }
@@ -61,7 +70,12 @@ impl Records {
 }
 
 /// Up to `BATCH` records from a Python iterable, converted with the GIL held; errors name the record.
-pub(super) fn next_batch(py: Python<'_>, it: &Py<PyIterator>, seen: &mut u64, out: &mut Vec<Record<'static>>) -> PyResult<()> {
+pub(super) fn next_batch(
+    py: Python<'_>,
+    it: &Py<PyIterator>,
+    seen: &mut u64,
+    out: &mut Vec<Record<'static>>,
+) -> PyResult<()> {
     let it = it.bind(py);
     for item in it.clone().take(BATCH) {
         *seen += 1;
@@ -172,11 +186,7 @@ impl PySimulation {
     /// object (as `object_metrics()`).
     #[pyo3(signature = (objects=false))]
     fn to_pandas<'py>(&self, py: Python<'py>, objects: bool) -> PyResult<Bound<'py, PyAny>> {
-        let rows = if objects {
-            self.object_metrics(py, None)?
-        } else {
-            PyList::new(py, [self.metrics(py)?])?
-        };
+        let rows = if objects { self.object_metrics(py, None)? } else { PyList::new(py, [self.metrics(py)?])? };
         data_frame(py, rows)
     }
 
@@ -376,9 +386,7 @@ pub fn simulate(
     let metrics = sim.metrics().map(|m| {
         let objects = per_object.then(|| {
             let mut v = m.objects();
-            v.sort_by(|a, b| {
-                b.1.writes().cmp(&a.1.writes()).then(b.1.events.cmp(&a.1.events)).then(a.0.cmp(&b.0))
-            });
+            v.sort_by(|a, b| b.1.writes().cmp(&a.1.writes()).then(b.1.events.cmp(&a.1.events)).then(a.0.cmp(&b.0)));
             v
         });
         ReplayMetrics { window_ns, overall: m.summary(), objects }

@@ -134,7 +134,8 @@ fn state_fields(py: Python<'_>, e: &mut Event, d: &Bound<'_, PyDict>) -> PyResul
         match v.filter(|v| !v.is_none()) {
             None => Ok(String::new()),
             Some(v) => {
-                let s = v.cast::<PyString>().map_err(|_| PyTypeError::new_err(format!("event.{what}: expected str")))?;
+                let s =
+                    v.cast::<PyString>().map_err(|_| PyTypeError::new_err(format!("event.{what}: expected str")))?;
                 Ok(s.to_str()?.to_owned())
             }
         }
@@ -154,7 +155,10 @@ fn state_fields(py: Python<'_>, e: &mut Event, d: &Bound<'_, PyDict>) -> PyResul
     let first_timestamp = if first.is_empty() {
         None
     } else {
-        Some(crate::time::Time::parse_rfc3339(&first).map_err(|err| PyValueError::new_err(format!("event.firstTimestamp: {err}")))?)
+        Some(
+            crate::time::Time::parse_rfc3339(&first)
+                .map_err(|err| PyValueError::new_err(format!("event.firstTimestamp: {err}")))?,
+        )
     };
     if let Some((name, resource_version)) = meta {
         e.metadata.name = name;

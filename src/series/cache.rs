@@ -97,7 +97,13 @@ impl SeriesCache {
 
 impl<S: BuildHasher> SeriesCache<S> {
     pub fn with_hasher(capacity: NonZeroUsize, hasher: S) -> Self {
-        SeriesCache { entries: LruCache::new(capacity), hasher, scratch: Vec::new(), len: 0, stats: CacheStats::default() }
+        SeriesCache {
+            entries: LruCache::new(capacity),
+            hasher,
+            scratch: Vec::new(),
+            len: 0,
+            stats: CacheStats::default(),
+        }
     }
 
     /// Entries cached (distinct keys).

@@ -55,12 +55,7 @@ pub struct EventV1 {
     pub related: Option<ObjectReference>,
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
     pub note: String,
-    #[serde(
-        rename = "type",
-        default,
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(rename = "type", default, deserialize_with = "null_as_default", skip_serializing_if = "String::is_empty")]
     pub type_: String,
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "source_is_empty")]
     pub deprecated_source: EventSource,

@@ -115,7 +115,11 @@ fn record_event_to_sink() {
     let cases: [(&str, Vec<EventV1>, EventV1); 4] = [
         ("create a single event", vec![plain()], plain()),
         ("create an event series", vec![plain(), with_series(plain())], with_series(plain())),
-        ("a series before its first event: patch 404, create; the plain create then conflicts", vec![with_series(plain()), plain()], with_series(plain())),
+        (
+            "a series before its first event: patch 404, create; the plain create then conflicts",
+            vec![with_series(plain()), plain()],
+            with_series(plain()),
+        ),
         ("a series alone", vec![with_series(plain())], with_series(plain())),
     ];
     for (name, events, expected) in cases {
@@ -155,11 +159,8 @@ fn series_patch_is_exactly_the_series() {
 }
 
 fn engine(clock: &Arc<FakeClock>, cache_size: usize) -> SeriesEngine {
-    let options = EngineOptions {
-        cache_size: NonZeroUsize::new(cache_size).unwrap(),
-        seed: Some(1),
-        ..EngineOptions::default()
-    };
+    let options =
+        EngineOptions { cache_size: NonZeroUsize::new(cache_size).unwrap(), seed: Some(1), ..EngineOptions::default() };
     SeriesEngine::new(clock.clone() as Arc<dyn Clock>, options).unwrap()
 }
 
@@ -234,7 +235,13 @@ fn refresh_existing_event_series() {
 
 /// Runs the engine over `minutes` of fake time in one-second steps, with an occurrence at every second for
 /// which `occurs` says so, and returns the sink's calls with the minute:second they happened at.
-fn drive(eng: &mut SeriesEngine, clock: &FakeClock, store: &mut Store, seconds: i64, occurs: impl Fn(i64) -> bool) -> Vec<(String, &'static str, String)> {
+fn drive(
+    eng: &mut SeriesEngine,
+    clock: &FakeClock,
+    store: &mut Store,
+    seconds: i64,
+    occurs: impl Fn(i64) -> bool,
+) -> Vec<(String, &'static str, String)> {
     let mut out = Vec::new();
     for s in 0..=seconds {
         clock.set(T0.add_nanos(s * S));
@@ -267,11 +274,13 @@ fn a_series_over_forty_minutes() {
     let summary: Vec<(&str, &str, String)> = writes
         .iter()
         .map(|(at, verb, body)| {
-            let shown = if *verb == "patch" { body.clone() } else { body[..body.find(",\"eventTime\"").unwrap()].to_owned() };
+            let shown =
+                if *verb == "patch" { body.clone() } else { body[..body.find(",\"eventTime\"").unwrap()].to_owned() };
             (at.as_str(), *verb, shown)
         })
         .collect();
-    let series = |count: i32, at: i64| format!(r#"{{"series":{{"count":{count},"lastObservedTime":"{}"}}}}"#, micro(at));
+    let series =
+        |count: i32, at: i64| format!(r#"{{"series":{{"count":{count},"lastObservedTime":"{}"}}}}"#, micro(at));
     let created = |at: i64| format!(r#"{{"metadata":{{"name":"foo.{:x}","namespace":"baz"}}"#, T0.add_nanos(at).0);
     assert_eq!(
         summary,

@@ -228,7 +228,9 @@ impl Metrics {
                     Some(p) => p,
                     None => {
                         object.pending_events += 1;
-                        self.pending.entry(key.as_slice().into()).or_insert((id, Pending { n: 0, sum_t: 0, min_t: o.t_ns }))
+                        self.pending
+                            .entry(key.as_slice().into())
+                            .or_insert((id, Pending { n: 0, sum_t: 0, min_t: o.t_ns }))
                     }
                 };
                 p.n += 1;
@@ -320,7 +322,16 @@ mod tests {
     const S: i64 = 1_000_000_000;
 
     #[allow(clippy::too_many_arguments)]
-    fn occ<'a>(t: i64, name: &'a str, reason: &'a str, message: &'a str, action: Action, aggregated: bool, event: &'a str, count: i32) -> Occurrence<'a> {
+    fn occ<'a>(
+        t: i64,
+        name: &'a str,
+        reason: &'a str,
+        message: &'a str,
+        action: Action,
+        aggregated: bool,
+        event: &'a str,
+        count: i32,
+    ) -> Occurrence<'a> {
         Occurrence {
             t_ns: t * S,
             object: ("Pod", "default", name),
@@ -361,7 +372,10 @@ mod tests {
         assert_eq!(objects.len(), 2);
         let (key, b) = &objects[1];
         assert_eq!(key.2, "b");
-        assert_eq!((b.events, b.spam_skipped, b.unreported, b.reasons_kept, b.peak_writes, b.max_count), (1, 1, 1, 0, 0, 0));
+        assert_eq!(
+            (b.events, b.spam_skipped, b.unreported, b.reasons_kept, b.peak_writes, b.max_count),
+            (1, 1, 1, 0, 0, 0)
+        );
         assert_eq!(b.reason_share(), 0.0);
         let a = objects[0].1;
         assert_eq!((a.events, a.delayed, a.unreported, a.messages, a.messages_kept, a.peak_writes), (6, 2, 0, 3, 2, 3));

@@ -239,7 +239,8 @@ mod tests {
 
     #[test]
     fn create_then_patches_then_spam() {
-        let mut sim = Simulator::new(CorrelatorOptions { burst: 3, ..Default::default() }, KeyFuncs::default(), true).unwrap();
+        let mut sim =
+            Simulator::new(CorrelatorOptions { burst: 3, ..Default::default() }, KeyFuncs::default(), true).unwrap();
         let mut actions = vec![];
         let mut names = vec![];
         for i in 0..5 {
@@ -247,7 +248,10 @@ mod tests {
             names.push(sim.event().metadata.name.clone());
             if i == 2 {
                 assert_eq!(sim.event().count, 3);
-                assert_eq!(sim.patch().unwrap(), br#"{"count":3,"lastTimestamp":"2023-11-14T22:13:22Z","message":"m"}"#);
+                assert_eq!(
+                    sim.patch().unwrap(),
+                    br#"{"count":3,"lastTimestamp":"2023-11-14T22:13:22Z","message":"m"}"#
+                );
             }
         }
         assert_eq!(actions, [Action::Create, Action::Patch, Action::Patch, Action::Skip, Action::Skip]);

@@ -19,7 +19,12 @@ pub const TICK: Duration = Duration::from_millis(100);
 const STOP_EVERY: usize = 4096;
 
 /// Replays `records` under `options`, collecting metrics with windows of `window_ns`.
-pub fn replay(records: &[Record<'static>], options: CorrelatorOptions, window_ns: i64, stop: &AtomicBool) -> Result<Option<Summary>> {
+pub fn replay(
+    records: &[Record<'static>],
+    options: CorrelatorOptions,
+    window_ns: i64,
+    stop: &AtomicBool,
+) -> Result<Option<Summary>> {
     let mut sim = Simulator::new(options, KeyFuncs::default(), false)?.with_metrics(window_ns);
     for chunk in records.chunks(STOP_EVERY) {
         if stop.load(Ordering::Relaxed) {
@@ -111,7 +116,11 @@ mod tests {
             .map(|i| Record {
                 t_ns: 1_700_000_000_000_000_000 + i * 100_000_000,
                 source_component: "kubelet".into(),
-                involved: InvolvedRecord { kind: "Pod".into(), name: format!("p{}", i % 3).into(), ..Default::default() },
+                involved: InvolvedRecord {
+                    kind: "Pod".into(),
+                    name: format!("p{}", i % 3).into(),
+                    ..Default::default()
+                },
                 reason: "BackOff".into(),
                 message: format!("m{}", i % 13).into(),
                 ..Default::default()

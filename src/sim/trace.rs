@@ -184,7 +184,10 @@ mod tests {
 
         let err = JsonLines::new(r#"{"t_ns": 1}"#.as_bytes()).next_record().unwrap().unwrap_err();
         assert_eq!(err.to_string(), "line 1: missing field `involved`");
-        let err = JsonLines::new(r#"{"t_ns": 1, "involved": {}, "reson": "x"}"#.as_bytes()).next_record().unwrap().unwrap_err();
+        let err = JsonLines::new(r#"{"t_ns": 1, "involved": {}, "reson": "x"}"#.as_bytes())
+            .next_record()
+            .unwrap()
+            .unwrap_err();
         assert!(err.to_string().contains("unknown field `reson`"), "{err}");
     }
 }
