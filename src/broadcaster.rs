@@ -302,20 +302,7 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
             return Err(Stopped);
         }
         s.received.fetch_add(1, Ordering::Relaxed);
-        if s.full == FullChannel::Drop && inc.queue.is_empty() && !inc.distributing {
-            s.distribute((s.convert)(item));
-            return Ok(true);
-        }
-        if inc.items >= s.capacity {
-            s.dropped.fetch_add(1, Ordering::Relaxed);
-            return Ok(false);
-        }
-        inc.queue.push_back(Message::Item(item));
-        inc.items += 1;
-        if inc.distributor_parked || inc.items == notify_at(s.capacity) {
-            s.ready.notify_one();
-        }
-        Ok(true)
+        Ok(s.offer(&mut inc, item))
     }
 
     /// Runs a control message after everything queued before it, and waits for it (`blockQueue`).
@@ -457,6 +444,56 @@ impl<I, O: Clone> Shared<I, O> {
     fn complete(&self) {
         lock(&self.incoming).done += 1;
         self.done.notify_all();
+    }
+
+    /// The body of `action_or_drop`, with the incoming queue locked.
+    fn offer(&self, inc: &mut Incoming<I, O>, item: I) -> bool {
+        // The caller distributes by itself only while the distribution thread is not (the order stays the
+        // queue's) and only when full watcher queues drop (so it never waits).
+        let may_distribute = self.full == FullChannel::Drop && !inc.distributing;
+        if may_distribute && inc.queue.is_empty() {
+            self.distribute((self.convert)(item));
+            return true;
+        }
+        if inc.items >= self.capacity {
+            if !may_distribute {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            // The distribution thread has not taken the queue yet (on a busy machine it may not be scheduled
+            // for milliseconds): distribute what is queued, in order, rather than drop.
+            self.take_over(inc);
+            self.distribute((self.convert)(item));
+            return true;
+        }
+        inc.queue.push_back(Message::Item(item));
+        inc.items += 1;
+        if inc.distributor_parked || inc.items == notify_at(self.capacity) {
+            self.ready.notify_one();
+        }
+        true
+    }
+
+    /// Runs everything queued on the calling thread, as `run` would; the caller holds the incoming lock.
+    fn take_over(&self, inc: &mut Incoming<I, O>) {
+        for m in std::mem::take(&mut inc.queue) {
+            match m {
+                Message::Item(i) => self.distribute((self.convert)(i)),
+                Message::AddWatcher(l) => {
+                    lock(&self.watchers).push(l);
+                    inc.done += 1;
+                    self.done.notify_all();
+                }
+                Message::RemoveWatcher(l) => {
+                    lock(&self.watchers).retain(|w| !Arc::ptr_eq(w, &l));
+                    inc.done += 1;
+                    self.done.notify_all();
+                }
+                // Queued only once `stopped` is set, and then nothing is offered; left to the thread.
+                Message::Shutdown => inc.queue.push_back(Message::Shutdown),
+            }
+        }
+        inc.items = 0;
     }
 
     fn distribute(&self, item: O) {
@@ -616,6 +653,49 @@ mod tests {
             assert_eq!(w.len(), (i + 1).min(1));
         }
         assert_eq!((m.dropped(), w.dropped()), (0, 4));
+        m.shutdown();
+    }
+
+    #[test]
+    fn a_full_incoming_queue_the_thread_has_not_taken_is_distributed_by_the_caller() {
+        let m = mux(3, FullChannel::Drop);
+        while !m.is_idle() {
+            std::thread::yield_now();
+        }
+        let s = &m.shared;
+        // The queue as it stands while the distribution thread is not scheduled: full, with watcher
+        // registrations between the items.
+        let (w, late) = (Arc::new(Lane::new("w", 3)), Arc::new(Lane::new("late", 3)));
+        let mut inc = lock(&s.incoming);
+        inc.queue.push_back(Message::Item("a"));
+        inc.queue.push_back(Message::AddWatcher(w.clone()));
+        inc.queue.push_back(Message::Item("b"));
+        inc.queue.push_back(Message::Item("c"));
+        inc.queue.push_back(Message::AddWatcher(late.clone()));
+        inc.items = 3;
+        let done = inc.done;
+        assert!(s.offer(&mut inc, "d"));
+        assert_eq!((inc.queue.len(), inc.items, inc.done), (0, 0, done + 2));
+        drop(inc);
+        // In queue order: each watcher sees what was queued after its registration, and nothing is dropped.
+        m.shutdown();
+        assert_eq!(drain(&w), ["b", "c", "d"]);
+        assert_eq!(drain(&late), ["d"]);
+        assert_eq!((m.dropped(), w.dropped(), late.dropped()), (0, 0, 0));
+    }
+
+    #[test]
+    fn in_wait_mode_a_full_incoming_queue_still_drops() {
+        let m = mux(2, FullChannel::Wait);
+        let s = &m.shared;
+        let mut inc = lock(&s.incoming);
+        inc.queue.push_back(Message::Item("a"));
+        inc.queue.push_back(Message::Item("b"));
+        inc.items = 2;
+        assert!(!s.offer(&mut inc, "c"));
+        assert_eq!(inc.queue.len(), 2);
+        drop(inc);
+        assert_eq!(m.dropped(), 1);
         m.shutdown();
     }
 
