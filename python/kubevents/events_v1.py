@@ -284,8 +284,6 @@ class EventsBroadcaster:
         return out
 
 
-
-
 def _plain(api: Any, obj: Any) -> Any:
     """An answer of the official clients as a JSON-shaped dict."""
     if obj is None or isinstance(obj, dict):

@@ -52,7 +52,8 @@ fn generate(out: &mut Vec<PodLifecycleEvent>, pid: &str, cid: &str, old: PlegSta
 
 /// Pairwise-equal listings produce no events; most pods of a relist take this path.
 fn unchanged(old: &Pod, new: &Pod) -> bool {
-    old.containers == new.containers && old.sandboxes == new.sandboxes
+    // Listings share the pods that did not change (one allocation), so most pods are equal by address.
+    std::ptr::eq(old, new) || (old.containers == new.containers && old.sandboxes == new.sandboxes)
 }
 
 /// Lists with more entries than this de-duplicate through a hash set instead of a backwards scan.

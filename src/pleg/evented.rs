@@ -183,7 +183,7 @@ impl<R: Runtime> EventedPleg<R> {
             self.counters.ignored.fetch_add(1, Ordering::Relaxed);
             return 0;
         };
-        let status = self.pod_ips(&pid, ev.status);
+        let status = self.generic.preserve_ips(&pid, ev.status);
         self.update_running_pods(&pid, &status);
         let send = if ev.kind == CriEventType::Deleted {
             // The runtime removed the container; the cache forgets the pod only when it was the sandbox.
@@ -226,20 +226,6 @@ impl<R: Runtime> EventedPleg<R> {
             Some(old) => i64::from(now) - i64::from(old.sandbox_running()),
         };
         self.counters.running_pods.fetch_add(delta, Ordering::Relaxed);
-    }
-
-    /// The evented copy of `getPodIPs` (identical to the generic one).
-    fn pod_ips(&self, pid: &str, status: R::Status) -> R::Status {
-        if !status.ips().is_empty() || status.has_ready_sandbox() {
-            return status;
-        }
-        match self.generic.cache().get(pid) {
-            super::cache::Lookup::Found(e) if e.err.is_none() => match e.status.as_ref() {
-                Some(old) if !old.ips().is_empty() => status.with_ips(old.ips().to_vec()),
-                _ => status,
-            },
-            _ => status,
-        }
     }
 
     /// `Start`: marks evented in use and runs the global cache tick; with a source, also the stream loop.

@@ -687,8 +687,8 @@ impl<R: Runtime> GenericPleg<R> {
     }
 
     /// `getPodIPs`: a status without IPs keeps the cached ones unless a sandbox is ready again (a killed pod's
-    /// status can be read after its network is gone).
-    fn preserve_ips(&self, pid: &str, status: R::Status) -> R::Status {
+    /// status can be read after its network is gone). The evented path uses the same rule.
+    pub(crate) fn preserve_ips(&self, pid: &str, status: R::Status) -> R::Status {
         if !status.ips().is_empty() || status.has_ready_sandbox() {
             return status;
         }

@@ -11,7 +11,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::clock::{clock_arg, to_duration, to_time, PyRealClock};
+use super::clock::{clock_arg, is_real_clock, to_duration, to_time};
 use super::convert::event_to_py;
 use super::correlator::{key_funcs_from_py, options_from_py};
 use super::gil::GilTurns;
@@ -138,7 +138,7 @@ impl PyBroadcaster {
         if sleep_nanos < 0 {
             return Err(PyValueError::new_err("sleep_duration must be >= 0"));
         }
-        let real_time = clock.is_none_or(|c| c.is_none() || c.cast::<PyRealClock>().is_ok());
+        let real_time = is_real_clock(clock);
         let options = Options {
             queue_length: positive("queue_length", queue_length)?,
             full_channel: self::full_channel(full_channel)?,

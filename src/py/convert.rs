@@ -17,19 +17,24 @@ use crate::event::{Event, EventSeries, EventSource, ObjectMeta, ObjectReference}
 use crate::sim::Record;
 use crate::time::Time;
 
-fn type_name(v: &Bound<'_, PyAny>) -> String {
+/// The name of a value's type, for error messages.
+pub(super) fn type_name(v: &Bound<'_, PyAny>) -> String {
     v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
 }
 
-/// A dict view of a mapping (a copy for mappings that are not dicts).
-fn as_dict<'py>(v: &Bound<'py, PyAny>, path: &str) -> PyResult<Bound<'py, PyDict>> {
+/// A dict view of a mapping (a copy for mappings that are not dicts); None for anything else.
+pub(super) fn mapping_as_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
     if let Ok(d) = v.cast::<PyDict>() {
-        return Ok(d.clone());
+        return Ok(Some(d.clone()));
     }
     if v.cast::<PyMapping>().is_ok() {
-        return PyDict::from_sequence(&v.call_method0("items")?);
+        return PyDict::from_sequence(&v.call_method0("items")?).map(Some);
     }
-    Err(PyTypeError::new_err(format!("{path}: expected a dict, got {}", type_name(v))))
+    Ok(None)
+}
+
+fn as_dict<'py>(v: &Bound<'py, PyAny>, path: &str) -> PyResult<Bound<'py, PyDict>> {
+    mapping_as_dict(v)?.ok_or_else(|| PyTypeError::new_err(format!("{path}: expected a dict, got {}", type_name(v))))
 }
 
 /// The value at `key`, treating a missing key and None alike.
@@ -161,7 +166,8 @@ pub fn event_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Event> {
     Ok(e)
 }
 
-fn set_str(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, v: &str) -> PyResult<()> {
+/// Sets `key` unless `v` is empty (Go's `omitempty`).
+pub(super) fn set_str(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, v: &str) -> PyResult<()> {
     if v.is_empty() {
         Ok(())
     } else {
@@ -169,7 +175,7 @@ fn set_str(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, v: &str) -> PyResul
     }
 }
 
-fn time_str(t: Option<Time>, micro: bool) -> Option<String> {
+pub(super) fn time_str(t: Option<Time>, micro: bool) -> Option<String> {
     t.map(|t| if micro { t.to_rfc3339_micro() } else { t.to_rfc3339() })
 }
 

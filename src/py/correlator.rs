@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
 use super::clock::clock_arg;
-use super::convert::{event_from_py, event_to_py, reference_from_py, source_from_py};
+use super::convert::{event_from_py, event_to_py, reference_from_py, source_from_py, type_name};
 use super::errors::external;
 use crate::correlator::{Correlation, CorrelatorOptions, EventCorrelator, KeyFuncs, DEFAULT_QPS};
 use crate::error::Error;
@@ -91,10 +91,6 @@ pub fn key_funcs_from_py(
         message: message_func.map(|f| Box::new(call_str("message_func", f)) as Box<_>),
         spam: spam_key_func.map(|f| Box::new(call_str("spam_key_func", f)) as Box<_>),
     })
-}
-
-fn type_name(v: &Bound<'_, PyAny>) -> String {
-    v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
 }
 
 /// What `Correlator.correlate` decided for one event.

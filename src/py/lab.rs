@@ -10,9 +10,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyMapping, PyString};
 
 use super::clock::to_duration;
+use super::convert::type_name;
 use super::correlator::options_from_py;
 use super::sim::{next_batch, BATCH};
-use crate::correlator::{CorrelatorOptions, DEFAULT_QPS};
+use crate::correlator::CorrelatorOptions;
 use crate::error::Error;
 use crate::sim::sweep::{sweep, Progress};
 use crate::sim::{JsonLines, ObjectKey, Record, Summary};
@@ -115,16 +116,13 @@ fn load_records(py: Python<'_>, trace: &Bound<'_, PyAny>) -> PyResult<Vec<Record
     }
 }
 
-fn type_name(v: &Bound<'_, PyAny>) -> String {
-    v.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-}
-
 fn options_from_grid(entry: &Bound<'_, PyAny>, i: usize) -> PyResult<CorrelatorOptions> {
     let map = entry.cast::<PyMapping>().map_err(|_| {
         PyTypeError::new_err(format!("grid[{i}]: expected a dict of options, got {}", type_name(entry)))
     })?;
+    let d = CorrelatorOptions::default();
     let (mut cache, mut burst, mut qps, mut max_events, mut max_interval) =
-        (4096i64, 25i64, f64::from(DEFAULT_QPS), 10i64, 600i64);
+        (d.lru_cache_size as i64, d.burst, f64::from(d.qps), d.max_events as i64, d.max_interval_seconds);
     for item in map.items()?.iter() {
         let (k, v): (String, Bound<'_, PyAny>) = item.extract()?;
         let int = |v: &Bound<'_, PyAny>| -> PyResult<i64> {

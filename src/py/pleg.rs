@@ -7,7 +7,8 @@ use pyo3::exceptions::{PyTimeoutError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use super::clock::{clock_arg, to_datetime, to_duration, to_time, PyRealClock};
+use super::clock::{clock_arg, is_real_clock, to_datetime, to_duration, to_time};
+use super::convert::type_name;
 use super::errors::external;
 use crate::error::Error;
 use crate::pleg::cache::{Lookup, Waiter};
@@ -22,10 +23,6 @@ const WAIT_SLICE: Duration = Duration::from_millis(100);
 
 // ---------------------------------------------------------------------------------------------------------
 // Pods
-
-fn type_name(v: &Bound<'_, PyAny>) -> String {
-    v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
-}
 
 /// Where a value sits in the input, formatted only when there is an error to report.
 type PathFn<'a> = &'a dyn Fn() -> String;
@@ -1015,7 +1012,7 @@ impl PyGenericPLEG {
             Some(t) => Some(Duration::from_nanos(seconds_arg(t, "inspect_timeout", true)? as u64)),
             None => None,
         };
-        let real = clock.is_none_or(|c| c.is_none() || c.cast::<PyRealClock>().is_ok());
+        let real = is_real_clock(clock);
         options.virtual_time = !real;
         let clock = clock_arg(clock)?;
         let cache_arc = cache.get().inner.clone();

@@ -5,8 +5,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyMapping, PyString, PyType};
+use pyo3::types::{PyDict, PyString, PyType};
 
+use super::convert::{mapping_as_dict, type_name};
 use crate::event::ObjectReference;
 use crate::reference::{api_version_of_kind, kind_of_model_class, register_kind as core_register_kind};
 
@@ -14,10 +15,6 @@ use crate::reference::{api_version_of_kind, kind_of_model_class, register_kind a
 fn registered_types(py: Python<'_>) -> &Bound<'_, PyDict> {
     static TYPES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
     TYPES.get_or_init(py, || PyDict::new(py).unbind()).bind(py)
-}
-
-fn type_name(v: &Bound<'_, PyAny>) -> String {
-    v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
 }
 
 /// A string field: missing and None are empty; anything else but str is a TypeError.
@@ -44,31 +41,11 @@ fn attr<'py>(o: &Bound<'py, PyAny>, name: &Bound<'py, PyString>) -> PyResult<Opt
     }
 }
 
-fn mapping_as_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
-    if let Ok(d) = v.cast::<PyDict>() {
-        return Ok(Some(d.clone()));
-    }
-    if v.cast::<PyMapping>().is_ok() {
-        let d = PyDict::new(v.py());
-        d.update(v.cast::<PyMapping>()?)?;
-        return Ok(Some(d));
-    }
-    Ok(None)
-}
-
 fn from_dict(py: Python<'_>, d: &Bound<'_, PyDict>, r: &mut ObjectReference) -> PyResult<()> {
     string(item(d, intern!(py, "kind"))?, "kind", &mut r.kind)?;
     string(item(d, intern!(py, "apiVersion"))?, "apiVersion", &mut r.api_version)?;
     match item(d, intern!(py, "metadata"))? {
-        Some(meta) if !meta.is_none() => {
-            let Some(m) = mapping_as_dict(&meta)? else {
-                return metadata_object(py, &meta, r);
-            };
-            string(item(&m, intern!(py, "name"))?, "metadata.name", &mut r.name)?;
-            string(item(&m, intern!(py, "namespace"))?, "metadata.namespace", &mut r.namespace)?;
-            string(item(&m, intern!(py, "uid"))?, "metadata.uid", &mut r.uid)?;
-            string(item(&m, intern!(py, "resourceVersion"))?, "metadata.resourceVersion", &mut r.resource_version)
-        }
+        Some(meta) if !meta.is_none() => metadata(py, &meta, r),
         _ => {
             // An ObjectReference.
             string(item(d, intern!(py, "name"))?, "name", &mut r.name)?;
@@ -80,7 +57,17 @@ fn from_dict(py: Python<'_>, d: &Bound<'_, PyDict>, r: &mut ObjectReference) -> 
     }
 }
 
-/// `metadata` as an object (the official client's `V1ObjectMeta`).
+/// `metadata` as a mapping (manifests, kopf bodies) or as an object (the official client's `V1ObjectMeta`).
+fn metadata(py: Python<'_>, meta: &Bound<'_, PyAny>, r: &mut ObjectReference) -> PyResult<()> {
+    let Some(m) = mapping_as_dict(meta)? else {
+        return metadata_object(py, meta, r);
+    };
+    string(item(&m, intern!(py, "name"))?, "metadata.name", &mut r.name)?;
+    string(item(&m, intern!(py, "namespace"))?, "metadata.namespace", &mut r.namespace)?;
+    string(item(&m, intern!(py, "uid"))?, "metadata.uid", &mut r.uid)?;
+    string(item(&m, intern!(py, "resourceVersion"))?, "metadata.resourceVersion", &mut r.resource_version)
+}
+
 fn metadata_object(py: Python<'_>, meta: &Bound<'_, PyAny>, r: &mut ObjectReference) -> PyResult<()> {
     string(attr(meta, intern!(py, "name"))?, "metadata.name", &mut r.name)?;
     string(attr(meta, intern!(py, "namespace"))?, "metadata.namespace", &mut r.namespace)?;
@@ -92,15 +79,7 @@ fn from_object(py: Python<'_>, o: &Bound<'_, PyAny>, r: &mut ObjectReference) ->
     string(attr(o, intern!(py, "kind"))?, "kind", &mut r.kind)?;
     string(attr(o, intern!(py, "api_version"))?, "api_version", &mut r.api_version)?;
     if let Some(meta) = attr(o, intern!(py, "metadata"))?.filter(|m| !m.is_none()) {
-        match mapping_as_dict(&meta)? {
-            Some(m) => {
-                string(item(&m, intern!(py, "name"))?, "metadata.name", &mut r.name)?;
-                string(item(&m, intern!(py, "namespace"))?, "metadata.namespace", &mut r.namespace)?;
-                string(item(&m, intern!(py, "uid"))?, "metadata.uid", &mut r.uid)?;
-                string(item(&m, intern!(py, "resourceVersion"))?, "metadata.resourceVersion", &mut r.resource_version)?;
-            }
-            None => metadata_object(py, &meta, r)?,
-        }
+        metadata(py, &meta, r)?;
         return Ok(true);
     }
     // The official client's V1ObjectReference.

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 
-use super::clock::{clock_arg, to_duration, PyRealClock};
-use super::convert::reference_to_py;
+use super::clock::{clock_arg, is_real_clock, to_duration};
+use super::convert::{reference_to_py, set_str, time_str, type_name};
 use super::gil::GilTurns;
 use super::reference::reference_of;
 use super::sink::PySink;
@@ -44,22 +44,6 @@ const GIL_CHUNK: usize = 64;
 /// How often the engine thread looks at a clock it cannot wait on (a fake or user clock).
 const POLL: Duration = Duration::from_millis(20);
 
-fn type_name(v: &Bound<'_, PyAny>) -> String {
-    v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
-}
-
-fn set_str(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, v: &str) -> PyResult<()> {
-    if v.is_empty() {
-        Ok(())
-    } else {
-        d.set_item(key, v)
-    }
-}
-
-fn micro_str(t: Option<Time>) -> Option<String> {
-    t.map(Time::to_rfc3339_micro)
-}
-
 /// An events.k8s.io/v1 Event as a dict of its JSON shape, key for key as `EventV1` serializes (by hand:
 /// every write crosses here, and a JSON round trip costs several microseconds).
 pub fn event_v1_to_py<'py>(py: Python<'py>, e: &EventV1) -> PyResult<Bound<'py, PyAny>> {
@@ -74,13 +58,13 @@ pub fn event_v1_to_py<'py>(py: Python<'py>, e: &EventV1) -> PyResult<Bound<'py, 
         meta.set_item(intern!(py, "annotations"), &e.metadata.annotations)?;
     }
     d.set_item(intern!(py, "metadata"), meta)?;
-    d.set_item(intern!(py, "eventTime"), micro_str(e.event_time))?;
+    d.set_item(intern!(py, "eventTime"), time_str(e.event_time, true))?;
     if let Some(s) = &e.series {
         let sd = PyDict::new(py);
         if s.count != 0 {
             sd.set_item(intern!(py, "count"), s.count)?;
         }
-        sd.set_item(intern!(py, "lastObservedTime"), micro_str(s.last_observed_time))?;
+        sd.set_item(intern!(py, "lastObservedTime"), time_str(s.last_observed_time, true))?;
         d.set_item(intern!(py, "series"), sd)?;
     }
     set_str(&d, intern!(py, "reportingController"), &e.reporting_controller)?;
@@ -132,7 +116,8 @@ struct PySinkV1 {
 impl PySinkV1 {
     fn new(sink: &Bound<'_, PyAny>, turns: Arc<GilTurns>) -> PyResult<Self> {
         let caller = PySink::new(sink, turns)?;
-        Ok(PySinkV1 { caller, create: sink.getattr("create")?.unbind(), patch: sink.getattr("patch")?.unbind() })
+        let (create, patch) = PySink::methods(sink)?;
+        Ok(PySinkV1 { caller, create: create.unbind(), patch: patch.unbind() })
     }
 
     fn call(
@@ -355,15 +340,9 @@ impl PyEventsV1Engine {
         cache_size: i64,
         seed: Option<u64>,
     ) -> PyResult<Self> {
-        for method in ["create", "patch"] {
-            if !sink.getattr_opt(method)?.is_some_and(|m| m.is_callable()) {
-                return Err(PyTypeError::new_err(format!(
-                    "sink: '{}' object has no {method}() method; a sink needs create(event) and patch(event, patch)",
-                    type_name(sink)
-                )));
-            }
-        }
-        let real_clock = clock.is_none_or(|c| c.is_none() || c.cast::<PyRealClock>().is_ok());
+        // Checked now; the caller is made when recording starts, on the loop running then.
+        PySink::methods(sink)?;
+        let real_clock = is_real_clock(clock);
         let clock = clock_arg(clock)?;
         let engine_clock = clock.clone();
         let mut options = EngineOptions { seed, ..EngineOptions::default() };

@@ -50,10 +50,9 @@ fn is_coroutine_function(py: Python<'_>, f: &Bound<'_, PyAny>) -> PyResult<bool>
 }
 
 impl PySink {
-    /// Checks the sink and, if any of its methods is `async def`, captures the running loop.
-    pub fn new(sink: &Bound<'_, PyAny>, turns: Arc<GilTurns>) -> PyResult<Self> {
-        let py = sink.py();
-        let method = |name: &str| -> PyResult<Bound<'_, PyAny>> {
+    /// A sink's `create` and `patch`, or a TypeError saying which is missing.
+    pub fn methods<'py>(sink: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let method = |name: &str| -> PyResult<Bound<'py, PyAny>> {
             match sink.getattr_opt(name)? {
                 Some(m) if m.is_callable() => Ok(m),
                 _ => Err(PyTypeError::new_err(format!(
@@ -62,8 +61,13 @@ impl PySink {
                 ))),
             }
         };
-        let create = method("create")?;
-        let patch = method("patch")?;
+        Ok((method("create")?, method("patch")?))
+    }
+
+    /// Checks the sink and, if any of its methods is `async def`, captures the running loop.
+    pub fn new(sink: &Bound<'_, PyAny>, turns: Arc<GilTurns>) -> PyResult<Self> {
+        let py = sink.py();
+        let (create, patch) = Self::methods(sink)?;
         let is_async = is_coroutine_function(py, &create)? || is_coroutine_function(py, &patch)?;
         let locals = if is_async {
             let event_loop = pyo3_async_runtimes::get_running_loop(py).map_err(|_| {

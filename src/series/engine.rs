@@ -153,15 +153,8 @@ impl SeriesEngine {
         self.attempt(event, 0, sink)
     }
 
-    /// One `recordEvent`, counted.
     fn record(&mut self, sink: &mut dyn SinkV1, event: &EventV1) -> Recorded {
-        let r = record_event(sink, event, false);
-        if r.error.is_some() {
-            self.stats.write_errors += 1;
-        } else {
-            self.stats.writes_ok += 1;
-        }
-        r
+        counted(&mut self.stats, sink, event, false)
     }
 
     /// `attemptRecording` without blocking: a retryable failure is scheduled a jittered sleep later.
@@ -198,16 +191,14 @@ impl SeriesEngine {
         }
         if self.next_finish <= now {
             self.stats.finish_rounds += 1;
-            let mut stats = self.stats;
-            self.cache.finish_round(now, |w| one_attempt(&mut stats, sink, &w, false));
-            self.stats = stats;
+            let stats = &mut self.stats;
+            self.cache.finish_round(now, |w| one_attempt(stats, sink, &w, false));
             self.next_finish = self.clock.now()?.add_nanos(FINISH_TIME);
         }
         if self.next_refresh <= now {
             self.stats.refresh_rounds += 1;
-            let mut stats = self.stats;
-            self.cache.refresh_round(|w| one_attempt(&mut stats, sink, &w, true));
-            self.stats = stats;
+            let stats = &mut self.stats;
+            self.cache.refresh_round(|w| one_attempt(stats, sink, &w, true));
             self.next_refresh = self.clock.now()?.add_nanos(REFRESH_TIME);
         }
         Ok(())
@@ -237,11 +228,17 @@ impl SeriesEngine {
 
 /// A round's single attempt at one write (no retry loop, as in client-go's rounds).
 fn one_attempt(stats: &mut EngineStats, sink: &mut dyn SinkV1, w: &Write, answer: bool) -> Attempt {
-    let r = record_event(sink, &w.event, answer);
+    let r = counted(stats, sink, &w.event, answer);
+    (r.answer, r.retry)
+}
+
+/// One `recordEvent`, counted.
+fn counted(stats: &mut EngineStats, sink: &mut dyn SinkV1, event: &EventV1, answer: bool) -> Recorded {
+    let r = record_event(sink, event, answer);
     if r.error.is_some() {
         stats.write_errors += 1;
     } else {
         stats.writes_ok += 1;
     }
-    (r.answer, r.retry)
+    r
 }
