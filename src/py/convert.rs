@@ -191,26 +191,44 @@ pub fn reference_to_py<'py>(py: Python<'py>, r: &ObjectReference) -> PyResult<Bo
     Ok(d)
 }
 
+/// `metadata`: name, namespace, resourceVersion (omitempty) and annotations (when any).
+pub(super) fn meta_to_py<'py>(py: Python<'py>, m: &ObjectMeta) -> PyResult<Bound<'py, PyDict>> {
+    let meta = PyDict::new(py);
+    set_str(&meta, intern!(py, "name"), &m.name)?;
+    set_str(&meta, intern!(py, "namespace"), &m.namespace)?;
+    set_str(&meta, intern!(py, "resourceVersion"), &m.resource_version)?;
+    if !m.annotations.is_empty() {
+        meta.set_item(intern!(py, "annotations"), &m.annotations)?;
+    }
+    Ok(meta)
+}
+
+pub(super) fn source_to_py<'py>(py: Python<'py>, s: &EventSource) -> PyResult<Bound<'py, PyDict>> {
+    let source = PyDict::new(py);
+    set_str(&source, intern!(py, "component"), &s.component)?;
+    set_str(&source, intern!(py, "host"), &s.host)?;
+    Ok(source)
+}
+
+pub(super) fn series_to_py<'py>(py: Python<'py>, s: &EventSeries) -> PyResult<Bound<'py, PyDict>> {
+    let sd = PyDict::new(py);
+    if s.count != 0 {
+        sd.set_item(intern!(py, "count"), s.count)?;
+    }
+    sd.set_item(intern!(py, "lastObservedTime"), time_str(s.last_observed_time, true))?;
+    Ok(sd)
+}
+
 /// A core/v1 Event as the dict `json.loads` would give for Go's JSON of it.
 pub fn event_to_py<'py>(py: Python<'py>, e: &Event) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     set_str(&d, intern!(py, "apiVersion"), &e.api_version)?;
     set_str(&d, intern!(py, "kind"), &e.kind)?;
-    let meta = PyDict::new(py);
-    set_str(&meta, intern!(py, "name"), &e.metadata.name)?;
-    set_str(&meta, intern!(py, "namespace"), &e.metadata.namespace)?;
-    set_str(&meta, intern!(py, "resourceVersion"), &e.metadata.resource_version)?;
-    if !e.metadata.annotations.is_empty() {
-        meta.set_item(intern!(py, "annotations"), &e.metadata.annotations)?;
-    }
-    d.set_item(intern!(py, "metadata"), meta)?;
+    d.set_item(intern!(py, "metadata"), meta_to_py(py, &e.metadata)?)?;
     d.set_item(intern!(py, "involvedObject"), reference_to_py(py, &e.involved_object)?)?;
     set_str(&d, intern!(py, "reason"), &e.reason)?;
     set_str(&d, intern!(py, "message"), &e.message)?;
-    let source = PyDict::new(py);
-    set_str(&source, intern!(py, "component"), &e.source.component)?;
-    set_str(&source, intern!(py, "host"), &e.source.host)?;
-    d.set_item(intern!(py, "source"), source)?;
+    d.set_item(intern!(py, "source"), source_to_py(py, &e.source)?)?;
     d.set_item(intern!(py, "firstTimestamp"), time_str(e.first_timestamp, false))?;
     d.set_item(intern!(py, "lastTimestamp"), time_str(e.last_timestamp, false))?;
     if e.count != 0 {
@@ -219,12 +237,7 @@ pub fn event_to_py<'py>(py: Python<'py>, e: &Event) -> PyResult<Bound<'py, PyDic
     set_str(&d, intern!(py, "type"), &e.type_)?;
     d.set_item(intern!(py, "eventTime"), time_str(e.event_time, true))?;
     if let Some(s) = &e.series {
-        let sd = PyDict::new(py);
-        if s.count != 0 {
-            sd.set_item(intern!(py, "count"), s.count)?;
-        }
-        sd.set_item(intern!(py, "lastObservedTime"), time_str(s.last_observed_time, true))?;
-        d.set_item(intern!(py, "series"), sd)?;
+        d.set_item(intern!(py, "series"), series_to_py(py, s)?)?;
     }
     set_str(&d, intern!(py, "action"), &e.action)?;
     if let Some(r) = &e.related {

@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use super::clock::{clock_arg, is_real_clock, to_duration};
-use super::convert::{reference_to_py, set_str, time_str, type_name};
+use super::convert::{meta_to_py, reference_to_py, series_to_py, set_str, source_to_py, time_str, type_name};
 use super::gil::GilTurns;
 use super::reference::reference_of;
 use super::sink::PySink;
@@ -50,22 +50,10 @@ pub fn event_v1_to_py<'py>(py: Python<'py>, e: &EventV1) -> PyResult<Bound<'py, 
     let d = PyDict::new(py);
     set_str(&d, intern!(py, "apiVersion"), &e.api_version)?;
     set_str(&d, intern!(py, "kind"), &e.kind)?;
-    let meta = PyDict::new(py);
-    set_str(&meta, intern!(py, "name"), &e.metadata.name)?;
-    set_str(&meta, intern!(py, "namespace"), &e.metadata.namespace)?;
-    set_str(&meta, intern!(py, "resourceVersion"), &e.metadata.resource_version)?;
-    if !e.metadata.annotations.is_empty() {
-        meta.set_item(intern!(py, "annotations"), &e.metadata.annotations)?;
-    }
-    d.set_item(intern!(py, "metadata"), meta)?;
+    d.set_item(intern!(py, "metadata"), meta_to_py(py, &e.metadata)?)?;
     d.set_item(intern!(py, "eventTime"), time_str(e.event_time, true))?;
     if let Some(s) = &e.series {
-        let sd = PyDict::new(py);
-        if s.count != 0 {
-            sd.set_item(intern!(py, "count"), s.count)?;
-        }
-        sd.set_item(intern!(py, "lastObservedTime"), time_str(s.last_observed_time, true))?;
-        d.set_item(intern!(py, "series"), sd)?;
+        d.set_item(intern!(py, "series"), series_to_py(py, s)?)?;
     }
     set_str(&d, intern!(py, "reportingController"), &e.reporting_controller)?;
     set_str(&d, intern!(py, "reportingInstance"), &e.reporting_instance)?;
@@ -78,10 +66,7 @@ pub fn event_v1_to_py<'py>(py: Python<'py>, e: &EventV1) -> PyResult<Bound<'py, 
     set_str(&d, intern!(py, "note"), &e.note)?;
     set_str(&d, intern!(py, "type"), &e.type_)?;
     if !e.deprecated_source.component.is_empty() || !e.deprecated_source.host.is_empty() {
-        let source = PyDict::new(py);
-        set_str(&source, intern!(py, "component"), &e.deprecated_source.component)?;
-        set_str(&source, intern!(py, "host"), &e.deprecated_source.host)?;
-        d.set_item(intern!(py, "deprecatedSource"), source)?;
+        d.set_item(intern!(py, "deprecatedSource"), source_to_py(py, &e.deprecated_source)?)?;
     }
     if let Some(t) = e.deprecated_first_timestamp {
         d.set_item(intern!(py, "deprecatedFirstTimestamp"), t.to_rfc3339())?;
