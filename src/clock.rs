@@ -1,7 +1,8 @@
 //! Clocks. Everything time-dependent takes one, so tests and replays run on virtual time.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use crate::error::Error;
 use crate::time::Time;
@@ -91,6 +92,54 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
     }
 }
 
+/// How often a wait on a clock that is not the system clock reads it again.
+pub const VIRTUAL_CLOCK_POLL: Duration = Duration::from_micros(500);
+
+/// A stop flag that interrupts waits on it, including waits on a clock.
+#[derive(Debug, Default)]
+pub struct StopSignal {
+    stopped: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl StopSignal {
+    pub fn stop(&self) {
+        *self.stopped.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.cv.notify_all();
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        *self.stopped.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits up to `d` or until stopped; returns whether stopped.
+    pub fn wait(&self, d: Duration) -> bool {
+        let g = self.stopped.lock().unwrap_or_else(|p| p.into_inner());
+        let (g, _) = self.cv.wait_timeout_while(g, d, |s| !*s).unwrap_or_else(|p| p.into_inner());
+        *g
+    }
+
+    /// Waits until `clock` reads `deadline`: true then, false once stopped (or when the clock cannot be
+    /// read). The system clock (`real_time`) is slept on; any other clock is read again every
+    /// `VIRTUAL_CLOCK_POLL`, so that stepping a fake clock ends the wait at once.
+    pub fn sleep_until(&self, clock: &dyn Clock, deadline: Time, real_time: bool) -> bool {
+        loop {
+            if self.is_stopped() {
+                return false;
+            }
+            let Ok(now) = clock.now() else { return false };
+            if now >= deadline {
+                return true;
+            }
+            let wait =
+                if real_time { Duration::from_nanos(deadline.since(now).max(0) as u64) } else { VIRTUAL_CLOCK_POLL };
+            if self.wait(wait) {
+                return false;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,5 +165,26 @@ mod tests {
     #[test]
     fn real_clock_is_after_2020() {
         assert!(RealClock.now().unwrap() > Time(1_577_836_800_000_000_000));
+    }
+
+    #[test]
+    fn a_fake_clock_step_ends_a_sleep() {
+        let clock = Arc::new(FakeClock::new(Time(0)));
+        let stop = Arc::new(StopSignal::default());
+        let (c, s) = (clock.clone(), stop.clone());
+        let t = std::thread::spawn(move || s.sleep_until(c.as_ref(), Time(10), false));
+        clock.step(10);
+        assert!(t.join().unwrap());
+    }
+
+    #[test]
+    fn stop_ends_a_sleep() {
+        let clock = Arc::new(FakeClock::new(Time(0)));
+        let stop = Arc::new(StopSignal::default());
+        let (c, s) = (clock.clone(), stop.clone());
+        let t = std::thread::spawn(move || s.sleep_until(c.as_ref(), Time(10), false));
+        stop.stop();
+        assert!(!t.join().unwrap());
+        assert!(!stop.sleep_until(clock.as_ref(), Time(0), false));
     }
 }

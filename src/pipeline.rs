@@ -17,11 +17,12 @@ use rand::SeedableRng;
 
 use crate::broadcaster::{Activity, Broadcaster, FullChannel, Lane, Stopped};
 use crate::clock::Clock;
+use crate::clock::StopSignal;
 use crate::correlator::{CorrelatorOptions, EventCorrelator, KeyFuncs};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventSource, ObjectReference};
 use crate::recorder::{make_event_around, UuidSource};
-use crate::sink::{record_event, Abandoned, ClockSleeper, EventSink, Next, RetryPolicy, StopSignal, Written};
+use crate::sink::{record_event, Abandoned, ClockSleeper, EventSink, Next, RetryPolicy, Written};
 use crate::time::Time;
 
 /// The two event types the API server accepts (`util.ValidateEventType`).

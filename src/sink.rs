@@ -4,12 +4,11 @@
 //! The retry loop is generic over what one attempt does, so recorders of other event APIs reuse it.
 
 use std::fmt;
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
 use rand::Rng;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, StopSignal};
 use crate::correlator::EventCorrelator;
 use crate::event::Event;
 use crate::time::Time;
@@ -129,34 +128,6 @@ impl fmt::Display for Abandoned {
     }
 }
 
-/// A stop signal that also interrupts sleeps.
-#[derive(Debug, Default)]
-pub struct StopSignal {
-    stopped: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl StopSignal {
-    pub fn stop(&self) {
-        *self.stopped.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        self.cv.notify_all();
-    }
-
-    pub fn is_stopped(&self) -> bool {
-        *self.stopped.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Waits up to `d` or until stopped; returns whether stopped.
-    pub fn wait(&self, d: Duration) -> bool {
-        let g = self.stopped.lock().unwrap_or_else(|p| p.into_inner());
-        let (g, _) = self.cv.wait_timeout_while(g, d, |s| !*s).unwrap_or_else(|p| p.into_inner());
-        *g
-    }
-}
-
-/// How often a sleep on a clock that is not the system clock looks at it again.
-pub const VIRTUAL_CLOCK_POLL: Duration = Duration::from_micros(500);
-
 /// Sleeps on a clock: for the system clock a plain timed wait, for any other clock (a fake one, or user code)
 /// a wait until the clock reads the deadline, so that stepping a fake clock makes retries run at once.
 pub struct ClockSleeper {
@@ -169,17 +140,7 @@ impl ClockSleeper {
     /// Sleeps until `deadline` on the clock. Returns false when interrupted by the stop signal (or when the
     /// clock cannot be read), true when the deadline passed.
     pub fn sleep_until(&self, deadline: Time) -> bool {
-        loop {
-            let Ok(now) = self.clock.now() else { return false };
-            if now >= deadline {
-                return true;
-            }
-            let wait =
-                if self.real_time { Duration::from_nanos((deadline.0 - now.0) as u64) } else { VIRTUAL_CLOCK_POLL };
-            if self.stop.wait(wait) {
-                return false;
-            }
-        }
+        self.stop.sleep_until(self.clock.as_ref(), deadline, self.real_time)
     }
 }
 
@@ -443,7 +404,7 @@ mod tests {
             let clock = clock.clone();
             std::thread::spawn(move || {
                 for _ in 0..10 {
-                    std::thread::sleep(Duration::from_millis(1));
+                    std::thread::sleep(std::time::Duration::from_millis(1));
                     clock.step(1_000_000_000);
                 }
             })

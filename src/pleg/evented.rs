@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::generic::{GenericPleg, RelistDuration, Runtime, RELIST_PERIOD, RELIST_THRESHOLD};
 use super::pod::{EventType, PodLifecycleEvent, StatusView};
-use super::ticker::Stop;
+use crate::clock::StopSignal;
 use crate::error::Error;
 use crate::time::{Time, NANOS_PER_SECOND};
 
@@ -112,7 +112,7 @@ pub struct EventedPleg<R: Runtime> {
     generic: Arc<GenericPleg<R>>,
     options: EventedOptions,
     counters: Counters,
-    stop: Mutex<Option<Arc<Stop>>>,
+    stop: Mutex<Option<Arc<StopSignal>>>,
     last_error: Mutex<Option<String>>,
 }
 
@@ -234,7 +234,7 @@ impl<R: Runtime> EventedPleg<R> {
         if guard.is_some() {
             return Ok(());
         }
-        let stop = Arc::new(Stop::default());
+        let stop = Arc::new(StopSignal::default());
         self.generic.set_evented_in_use(true);
         let undo = |e: Error| {
             stop.stop();
@@ -260,12 +260,12 @@ impl<R: Runtime> EventedPleg<R> {
     }
 
     /// `updateGlobalCache` every `cache_update_period`, so `GetNewerThan` waiters are not stranded.
-    fn cache_tick(&self, stop: &Stop) {
+    fn cache_tick(&self, stop: &StopSignal) {
         let clock = self.generic.clock().clone();
         let virtual_time = self.generic.options().virtual_time;
         loop {
             let Ok(now) = clock.now() else { return };
-            if !stop.wait_until(clock.as_ref(), now.add_nanos(self.options.cache_update_period), virtual_time) {
+            if !stop.sleep_until(clock.as_ref(), now.add_nanos(self.options.cache_update_period), !virtual_time) {
                 return;
             }
             if let Ok(t) = clock.now() {
@@ -277,7 +277,7 @@ impl<R: Runtime> EventedPleg<R> {
     /// `watchEventsChannel`: every stream failure forces a generic relist; after `max_stream_retries` the
     /// evented PLEG stops and the generic PLEG restarts at its normal period. A stream that ends without an
     /// error counts as a failure too (Go retries it uncounted, which spins when a runtime keeps closing it).
-    fn watch_events(&self, source: &dyn EventSource<R::Status>, stop: &Stop) {
+    fn watch_events(&self, source: &dyn EventSource<R::Status>, stop: &StopSignal) {
         let mut attempts = 0;
         loop {
             if stop.is_stopped() {

@@ -20,8 +20,7 @@ use super::diff::diff_into;
 use super::go_duration;
 use super::pod::{ContainerState, EventType, Pod, PodLifecycleEvent, StatusView};
 use super::records::PodRecords;
-use super::ticker::Stop;
-use crate::clock::Clock;
+use crate::clock::{Clock, StopSignal};
 use crate::error::Error;
 use crate::time::{Time, NANOS_PER_SECOND};
 
@@ -226,7 +225,7 @@ pub struct GenericPleg<R: Runtime> {
     in_flight: Arc<Mutex<HashSet<String>>>,
     evented_gate: AtomicBool,
     evented_in_use: AtomicBool,
-    worker: Mutex<Option<(Arc<Stop>, JoinHandle<()>)>>,
+    worker: Mutex<Option<(Arc<StopSignal>, JoinHandle<()>)>>,
     last_error: Mutex<Option<String>>,
     next_relist: Mutex<Option<Time>>,
 }
@@ -748,7 +747,7 @@ impl<R: Runtime> GenericPleg<R> {
         if worker.is_some() {
             return Ok(());
         }
-        let stop = Arc::new(Stop::default());
+        let stop = Arc::new(StopSignal::default());
         let (me, s) = (self.clone(), stop.clone());
         let handle = crate::threads::spawn("pleg-relist", move || loop {
             if s.is_stopped() {
@@ -760,7 +759,7 @@ impl<R: Runtime> GenericPleg<R> {
             let Ok(now) = me.clock.now() else { return };
             let due = now.add_nanos(me.duration().period);
             *lock(&me.next_relist) = Some(due);
-            let go_on = s.wait_until(me.clock.as_ref(), due, me.options.virtual_time);
+            let go_on = s.sleep_until(me.clock.as_ref(), due, !me.options.virtual_time);
             *lock(&me.next_relist) = None;
             if !go_on {
                 return;

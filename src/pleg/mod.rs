@@ -8,7 +8,6 @@
 //! * `channel`: the bounded event channel with non-blocking sends.
 //! * `generic`: GenericPLEG (relist, reinspection, watch conditions, health, the relist loop).
 //! * `evented`: EventedPLEG (CRI container events into the cache and the channel, stream fall-back).
-//! * `ticker`: waiting on a clock, so a fake clock drives the loops.
 
 pub mod cache;
 pub mod channel;
@@ -17,7 +16,6 @@ pub mod evented;
 pub mod generic;
 pub mod pod;
 pub mod records;
-pub mod ticker;
 
 #[cfg(test)]
 mod tests;
