@@ -362,3 +362,12 @@ def test_eventf_returns_while_the_sink_is_stuck():
     t.join()
     assert accounted(b.shutdown(30)) == 5000
     time.sleep(0)
+
+
+def test_a_negative_timeout_is_refused_like_every_other_wait():
+    b = kubevents.Broadcaster(clock=kubevents.FakeClock(0))
+    with pytest.raises(ValueError, match="timeout must be >= 0"):
+        b.wait_idle(-1)
+    with pytest.raises(ValueError, match="timeout must be >= 0"):
+        b.shutdown(timeout=-1)
+    b.shutdown()

@@ -11,7 +11,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::clock::{clock_arg, is_real_clock, to_duration, to_time};
+use super::clock::{clock_arg, is_real_clock, timeout_arg, to_duration, to_time};
 use super::convert::event_to_py;
 use super::correlator::{key_funcs_from_py, options_from_py};
 use super::gil::GilTurns;
@@ -229,10 +229,7 @@ impl PyBroadcaster {
     /// first. Idempotent.
     #[pyo3(signature = (timeout=None))]
     fn shutdown<'py>(&self, py: Python<'py>, timeout: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
-        let timeout = match timeout.filter(|t| !t.is_none()) {
-            None => None,
-            Some(t) => Some(Duration::from_nanos(to_duration(t, "timeout")?.max(0) as u64)),
-        };
+        let timeout = timeout_arg(timeout)?;
         let done = py.detach(|| self.shared.core.shutdown(timeout));
         let stats = self.stats(py)?;
         if !done {
@@ -253,10 +250,7 @@ impl PyBroadcaster {
     /// with a FakeClock: step the clock, then wait_idle().
     #[pyo3(signature = (timeout=None))]
     fn wait_idle(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
-        let timeout = match timeout.filter(|t| !t.is_none()) {
-            None => None,
-            Some(t) => Some(Duration::from_nanos(to_duration(t, "timeout")?.max(0) as u64)),
-        };
+        let timeout = timeout_arg(timeout)?;
         Ok(py.detach(|| self.shared.core.wait_idle(timeout)))
     }
 

@@ -199,6 +199,16 @@ impl PyIntervalClock {
     }
 }
 
+/// A `timeout` argument in seconds or a timedelta; None waits without limit. Negative is a ValueError.
+pub fn timeout_arg(t: Option<&Bound<'_, PyAny>>) -> PyResult<Option<std::time::Duration>> {
+    let Some(t) = t.filter(|t| !t.is_none()) else { return Ok(None) };
+    let ns = to_duration(t, "timeout")?;
+    if ns < 0 {
+        return Err(PyValueError::new_err("timeout must be >= 0"));
+    }
+    Ok(Some(std::time::Duration::from_nanos(ns as u64)))
+}
+
 /// Whether a clock argument is the wall clock (None or a `RealClock`): waits on it sleep in real time,
 /// waits on any other clock poll it.
 pub fn is_real_clock(clock: Option<&Bound<'_, PyAny>>) -> bool {

@@ -7,7 +7,7 @@ use pyo3::exceptions::{PyTimeoutError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use super::clock::{clock_arg, is_real_clock, to_datetime, to_duration, to_time};
+use super::clock::{clock_arg, is_real_clock, timeout_arg, to_datetime, to_duration, to_time};
 use super::convert::type_name;
 use super::errors::external;
 use crate::error::Error;
@@ -588,19 +588,6 @@ fn optional_time(t: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Time> {
         Some(v) if !v.is_none() => to_time(v, what),
         // Go's zero time.Time: older than any real instant.
         _ => Ok(Time(i64::MIN)),
-    }
-}
-
-fn timeout_arg(t: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
-    match t {
-        Some(v) if !v.is_none() => {
-            let ns = to_duration(v, "timeout")?;
-            if ns < 0 {
-                return Err(PyValueError::new_err("timeout must be >= 0"));
-            }
-            Ok(Some(Duration::from_nanos(ns as u64)))
-        }
-        _ => Ok(None),
     }
 }
 

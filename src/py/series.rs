@@ -15,7 +15,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
-use super::clock::{clock_arg, is_real_clock, to_duration};
+use super::clock::{clock_arg, is_real_clock, timeout_arg, to_duration};
 use super::convert::{meta_to_py, reference_to_py, series_to_py, set_str, source_to_py, time_str, type_name};
 use super::gil::GilTurns;
 use super::reference::reference_of;
@@ -454,7 +454,7 @@ impl PyEventsV1Engine {
     /// present (retries, rounds). Returns False if `timeout` (seconds) ran out first.
     #[pyo3(signature = (timeout=None))]
     fn wait_idle(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
-        let deadline = deadline_of(timeout)?;
+        let deadline = timeout_arg(timeout)?.map(|d| Instant::now() + d);
         if self.shared.on_worker() {
             return Err(PyRuntimeError::new_err("wait_idle called from the sink, on the engine thread"));
         }
@@ -488,7 +488,7 @@ impl PyEventsV1Engine {
     /// (seconds) ran out first; the thread then finishes in the background.
     #[pyo3(signature = (timeout=None))]
     fn shutdown(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
-        let deadline = deadline_of(timeout)?;
+        let deadline = timeout_arg(timeout)?.map(|d| Instant::now() + d);
         if self.shared.on_worker() {
             return Err(PyRuntimeError::new_err("shutdown called from the sink, on the engine thread"));
         }
@@ -575,15 +575,6 @@ fn prefixed(py: Python<'_>, what: &str, e: PyErr) -> PyErr {
     } else {
         e
     }
-}
-
-fn deadline_of(timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Instant>> {
-    let Some(t) = timeout.filter(|t| !t.is_none()) else { return Ok(None) };
-    let ns = to_duration(t, "timeout")?;
-    if ns < 0 {
-        return Err(PyValueError::new_err("timeout must be >= 0"));
-    }
-    Ok(Some(Instant::now() + Duration::from_nanos(ns as u64)))
 }
 
 /// `note` cut to the API server's 1024-byte limit at a UTF-8 boundary with a `" ..."` suffix, or unchanged.
