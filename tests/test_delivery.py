@@ -5,6 +5,8 @@ import threading
 import time
 from datetime import datetime, timezone
 
+import pytest
+
 import kubevents
 from kubevents.sinks import ApiError, MemorySink
 
