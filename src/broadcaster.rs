@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::time::Time;
 
@@ -34,6 +35,78 @@ fn notify_at(capacity: usize) -> usize {
     (capacity / 4).clamp(1, 128)
 }
 
+/// A consumer is fast while it takes at most this long per item on average (a sink that returns at once, a
+/// logging watcher); a round trip to an API server takes milliseconds.
+const FAST_ITEM_NANOS: u64 = 100_000;
+
+/// A consumer busy with one item for longer than this is slow, whatever its average says (a sink's first
+/// call to a slow server).
+const STUCK: Duration = Duration::from_millis(20);
+
+/// How a lane's consumer keeps up: written by the consumer only, read by producers without the lock.
+struct Pace {
+    epoch: Instant,
+    /// Nanoseconds since `epoch` of the consumer's last progress (a batch taken or items done).
+    mark: AtomicU64,
+    /// Average nanoseconds per item (exponentially weighted); `u64::MAX` until the first item is done.
+    item_nanos: AtomicU64,
+    /// The consumer holds items it took (between `pop_batch` and the next one).
+    busy: AtomicBool,
+}
+
+impl Pace {
+    fn new() -> Self {
+        Pace {
+            epoch: Instant::now(),
+            mark: AtomicU64::new(0),
+            item_nanos: AtomicU64::new(u64::MAX),
+            busy: AtomicBool::new(false),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// The consumer took a batch at `now`.
+    fn took(&self, now: u64) {
+        self.mark.store(now, Ordering::Relaxed);
+        self.busy.store(true, Ordering::Release);
+    }
+
+    fn idle(&self) {
+        self.busy.store(false, Ordering::Release);
+    }
+
+    /// `n` items done at `now`.
+    fn done(&self, n: usize, now: u64) {
+        if n == 0 {
+            return;
+        }
+        // Clipped: a consumer that lost its CPU for a while is still fast when it has it, and one that is
+        // really slow stays above `FAST_ITEM_NANOS` anyway.
+        let per_item = (now.saturating_sub(self.mark.load(Ordering::Relaxed)) / n as u64).min(4 * FAST_ITEM_NANOS);
+        let avg = match self.item_nanos.load(Ordering::Relaxed) {
+            u64::MAX => per_item,
+            avg => avg - avg / 8 + per_item / 8,
+        };
+        self.item_nanos.store(avg, Ordering::Relaxed);
+        self.mark.store(now, Ordering::Relaxed);
+    }
+
+    /// Whether the consumer, when it runs, gets through its items quickly: waiting for it then costs a
+    /// producer little. One that has not finished an item yet counts as fast until it is `STUCK`.
+    fn is_fast(&self, now: u64) -> bool {
+        if !self.busy.load(Ordering::Acquire) {
+            // Between batches: it takes the next one as soon as it runs.
+            return true;
+        }
+        let in_item = now.saturating_sub(self.mark.load(Ordering::Relaxed));
+        let avg = self.item_nanos.load(Ordering::Relaxed);
+        in_item <= STUCK.as_nanos() as u64 && (avg == u64::MAX || avg <= FAST_ITEM_NANOS)
+    }
+}
+
 /// What the thread that drains a lane is doing, so `Broadcaster::is_idle` can tell whether anything can
 /// still happen without a clock moving.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,7 +126,8 @@ struct LaneState<T> {
     stopped: bool,
     /// The consumer waits without a timeout: every push must wake it.
     consumer_parked: bool,
-    producer_waiting: bool,
+    /// Producers waiting for room (full-queue waits and `relieve`).
+    producers_waiting: usize,
 }
 
 /// A bounded FIFO with one consumer: a watcher's queue, or a delivery worker's.
@@ -63,6 +137,7 @@ pub struct Lane<T> {
     space: Condvar,
     capacity: usize,
     dropped: AtomicU64,
+    pace: Pace,
     pub name: String,
 }
 
@@ -75,12 +150,13 @@ impl<T> Lane<T> {
                 closed: false,
                 stopped: false,
                 consumer_parked: false,
-                producer_waiting: false,
+                producers_waiting: 0,
             }),
             ready: Condvar::new(),
             space: Condvar::new(),
             capacity: capacity.max(1),
             dropped: AtomicU64::new(0),
+            pace: Pace::new(),
             name: name.into(),
         }
     }
@@ -106,9 +182,9 @@ impl<T> Lane<T> {
                     return Some(s.items.len());
                 }
                 FullChannel::Wait => {
-                    s.producer_waiting = true;
+                    s.producers_waiting += 1;
                     s = self.space.wait(s).unwrap_or_else(|p| p.into_inner());
-                    s.producer_waiting = false;
+                    s.producers_waiting -= 1;
                 }
             }
         }
@@ -122,6 +198,7 @@ impl<T> Lane<T> {
     /// Takes up to `max` items into `out`, waiting while the lane is empty; marks the consumer running.
     /// Returns false once the lane is closed (or stopped) and empty.
     pub fn pop_batch(&self, out: &mut Vec<T>, max: usize) -> bool {
+        self.pace.idle();
         let mut s = lock(&self.state);
         let mut lingered = false;
         loop {
@@ -140,9 +217,10 @@ impl<T> Lane<T> {
                 let n = s.items.len().min(max);
                 out.extend(s.items.drain(..n));
                 s.activity = Activity::Running;
-                if s.producer_waiting {
+                if s.producers_waiting > 0 {
                     self.space.notify_all();
                 }
+                self.pace.took(self.pace.now());
                 return true;
             }
             s.activity = Activity::Waiting;
@@ -182,6 +260,33 @@ impl<T> Lane<T> {
         self.ready.notify_all();
         self.space.notify_all();
         discarded
+    }
+
+    /// The consumer reports `n` items of its batch done (for `relieve`'s judgement of its pace).
+    pub fn done(&self, n: usize) {
+        self.pace.done(n, self.pace.now())
+    }
+
+    fn is_fast(&self) -> bool {
+        self.pace.is_fast(self.pace.now())
+    }
+
+    /// More than half full.
+    fn is_behind(&self) -> bool {
+        lock(&self.state).items.len() * 2 > self.capacity
+    }
+
+    /// Waits until the lane is at most half full, the consumer is gone, or `deadline`.
+    fn wait_for_room(&self, deadline: Instant) {
+        let mut s = lock(&self.state);
+        s.producers_waiting += 1;
+        while s.items.len() * 2 > self.capacity && !s.stopped && !s.closed {
+            let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else {
+                break;
+            };
+            s = self.space.wait_timeout(s, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        s.producers_waiting -= 1;
     }
 
     /// Items dropped because the lane was full.
@@ -224,6 +329,8 @@ struct Incoming<I, O> {
     /// Control messages run so far, for `block_queue`.
     done: u64,
     submitted: u64,
+    /// Producers in `relieve` waiting for the distribution thread to take the queue.
+    relieving: usize,
 }
 
 struct Shared<I, O> {
@@ -237,6 +344,10 @@ struct Shared<I, O> {
     watchers: Mutex<Vec<Arc<Lane<O>>>>,
     /// Some watcher's queue is more than half full.
     pressure: AtomicBool,
+    /// The incoming queue is more than half full.
+    incoming_behind: AtomicBool,
+    /// The distribution thread took the incoming queue (for `relieve`).
+    taken: Condvar,
     convert: Box<dyn Fn(I) -> O + Send + Sync>,
 }
 
@@ -265,6 +376,14 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
         full: FullChannel,
         convert: impl Fn(I) -> O + Send + Sync + 'static,
     ) -> crate::error::Result<Self> {
+        let b = Self::unstarted(queue_length, full, convert);
+        let s = b.shared.clone();
+        *lock(&b.thread) = Some(crate::threads::spawn("broadcast", move || s.run())?);
+        Ok(b)
+    }
+
+    /// `new` without the distribution thread.
+    fn unstarted(queue_length: usize, full: FullChannel, convert: impl Fn(I) -> O + Send + Sync + 'static) -> Self {
         let shared = Arc::new(Shared {
             incoming: Mutex::new(Incoming {
                 queue: VecDeque::new(),
@@ -274,6 +393,7 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
                 distributor_parked: false,
                 done: 0,
                 submitted: 0,
+                relieving: 0,
             }),
             ready: Condvar::new(),
             done: Condvar::new(),
@@ -283,11 +403,11 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
             dropped: AtomicU64::new(0),
             watchers: Mutex::new(Vec::new()),
             pressure: AtomicBool::new(false),
+            incoming_behind: AtomicBool::new(false),
+            taken: Condvar::new(),
             convert: Box::new(convert),
         });
-        let s = shared.clone();
-        let thread = crate::threads::spawn("broadcast", move || s.run())?;
-        Ok(Broadcaster { shared, thread: Mutex::new(Some(thread)) })
+        Broadcaster { shared, thread: Mutex::new(None) }
     }
 
     /// `ActionOrDrop`: queues without blocking. `Ok(false)` when the incoming queue is full (counted).
@@ -388,7 +508,38 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
 
     /// A watcher's queue was more than half full after the last item distributed: its consumer is behind.
     pub fn under_pressure(&self) -> bool {
-        self.shared.pressure.load(Ordering::Relaxed)
+        self.shared.pressure.load(Ordering::Relaxed) || self.shared.incoming_behind.load(Ordering::Relaxed)
+    }
+
+    /// For a producer that outpaces the distribution or its watchers: waits, up to `limit`, until the
+    /// incoming queue (in drop mode) and every watcher that is more than half full and fast (see
+    /// `Lane::is_fast`) are back to half. A slow watcher is never waited for; it drops what its queue cannot
+    /// hold. Returns whether it waited.
+    pub fn relieve(&self, limit: Duration) -> bool {
+        if !self.under_pressure() {
+            return false;
+        }
+        let sh = &self.shared;
+        let deadline = Instant::now() + limit;
+        let mut waited = false;
+        if sh.full == FullChannel::Drop && sh.incoming_behind.load(Ordering::Relaxed) {
+            let mut inc = lock(&sh.incoming);
+            inc.relieving += 1;
+            while inc.distributing && inc.items * 2 > sh.capacity && !inc.stopped {
+                let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else {
+                    break;
+                };
+                waited = true;
+                inc = sh.taken.wait_timeout(inc, left).unwrap_or_else(|p| p.into_inner()).0;
+            }
+            inc.relieving -= 1;
+        }
+        let behind: Vec<Arc<Lane<O>>> =
+            lock(&sh.watchers).iter().filter(|w| w.is_fast() && w.is_behind()).cloned().collect();
+        for w in &behind {
+            w.wait_for_room(deadline);
+        }
+        waited || !behind.is_empty()
     }
 }
 
@@ -399,6 +550,9 @@ impl<I, O: Clone> Shared<I, O> {
             {
                 let mut inc = lock(&self.incoming);
                 inc.distributing = false;
+                if inc.relieving > 0 {
+                    self.taken.notify_all();
+                }
                 let mut lingered = false;
                 while inc.queue.is_empty() {
                     inc = if lingered {
@@ -413,6 +567,10 @@ impl<I, O: Clone> Shared<I, O> {
                 std::mem::swap(&mut batch, &mut inc.queue);
                 inc.items = 0;
                 inc.distributing = true;
+                self.incoming_behind.store(false, Ordering::Relaxed);
+                if inc.relieving > 0 {
+                    self.taken.notify_all();
+                }
             }
             for m in batch.drain(..) {
                 match m {
@@ -468,6 +626,9 @@ impl<I, O: Clone> Shared<I, O> {
         }
         inc.queue.push_back(Message::Item(item));
         inc.items += 1;
+        if inc.items * 2 > self.capacity {
+            self.incoming_behind.store(true, Ordering::Relaxed);
+        }
         if inc.distributor_parked || inc.items == notify_at(self.capacity) {
             self.ready.notify_one();
         }
@@ -494,6 +655,7 @@ impl<I, O: Clone> Shared<I, O> {
             }
         }
         inc.items = 0;
+        self.incoming_behind.store(false, Ordering::Relaxed);
     }
 
     fn distribute(&self, item: O) {
@@ -682,6 +844,125 @@ mod tests {
         assert_eq!(drain(&w), ["b", "c", "d"]);
         assert_eq!(drain(&late), ["d"]);
         assert_eq!((m.dropped(), w.dropped(), late.dropped()), (0, 0, 0));
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn a_consumer_is_fast_until_its_items_take_long() {
+        let p = Pace::new();
+        // Between batches, and in a first batch with nothing done yet.
+        assert!(p.is_fast(0));
+        p.took(0);
+        assert!(p.is_fast(STUCK.as_nanos() as u64));
+        // Stuck on its first item.
+        assert!(!p.is_fast(STUCK.as_nanos() as u64 + 1));
+        // 10 µs an item.
+        for i in 1..=100 {
+            p.done(1, i * 10_000);
+        }
+        assert!(p.is_fast(100 * 10_000));
+        // One item that took 50 ms (its thread lost the CPU) does not make it slow...
+        p.done(1, 1_000_000 + 50 * MS);
+        assert!(p.is_fast(1_000_000 + 50 * MS));
+        // ...items that take 1 ms each do, within a few.
+        let mut t = 1_000_000 + 50 * MS;
+        for _ in 0..4 {
+            t += MS;
+            p.done(1, t);
+        }
+        assert!(!p.is_fast(t));
+        // Idle again: it takes the next batch as soon as it runs.
+        p.idle();
+        assert!(p.is_fast(t));
+    }
+
+    /// A watcher with `n` items queued by the caller (the distribution thread stays out of it).
+    fn behind_watcher(m: &Broadcaster<&'static str, &'static str>, n: usize) -> Arc<Lane<&'static str>> {
+        let w = m.watch("w").unwrap();
+        while !m.is_idle() {
+            std::thread::yield_now();
+        }
+        for _ in 0..n {
+            assert_eq!(m.action_or_drop("x"), Ok(true));
+        }
+        assert!(m.under_pressure());
+        w
+    }
+
+    #[test]
+    fn relieve_waits_for_a_fast_watcher_to_get_back_to_half() {
+        let m = mux(4, FullChannel::Drop);
+        let w = behind_watcher(&m, 4);
+        let returned = Arc::new(AtomicBool::new(false));
+        let consumer = {
+            let (w, returned) = (w.clone(), returned.clone());
+            std::thread::spawn(move || {
+                // Takes its queue only once the producer waits for it.
+                while lock(&w.state).producers_waiting == 0 {
+                    if returned.load(Ordering::Acquire) {
+                        return 0;
+                    }
+                    std::thread::yield_now();
+                }
+                let mut out = Vec::new();
+                w.pop_batch(&mut out, 100);
+                out.len()
+            })
+        };
+        let waited = m.relieve(Duration::from_secs(600));
+        let left = w.len();
+        returned.store(true, Ordering::Release);
+        assert_eq!((waited, left, consumer.join().unwrap()), (true, 0, 4));
+        m.shutdown();
+    }
+
+    #[test]
+    fn relieve_never_waits_for_a_slow_watcher() {
+        let m = mux(4, FullChannel::Drop);
+        let w = behind_watcher(&m, 4);
+        // Its consumer took a batch and did an item in 5 ms.
+        w.pace.took(0);
+        w.pace.done(1, 5 * MS);
+        assert!(!w.is_fast());
+        // A wait would last the whole limit; it returns at once, and the watcher keeps dropping.
+        assert!(!m.relieve(Duration::from_secs(600)));
+        assert_eq!(m.action_or_drop("y"), Ok(true));
+        assert_eq!((w.len(), w.dropped()), (4, 1));
+        m.shutdown();
+    }
+
+    #[test]
+    fn relieve_waits_for_the_distribution_thread_to_take_a_half_full_queue() {
+        let m = Broadcaster::unstarted(4, FullChannel::Drop, |s: &'static str| s);
+        let s = m.shared.clone();
+        // The distribution thread is busy with an earlier batch (and then not scheduled): items queue up.
+        lock(&s.incoming).distributing = true;
+        for _ in 0..3 {
+            assert_eq!(m.action_or_drop("x"), Ok(true));
+        }
+        assert_eq!(lock(&s.incoming).items, 3);
+        assert!(m.under_pressure());
+        let returned = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (s, returned) = (s.clone(), returned.clone());
+            std::thread::spawn(move || {
+                // It gets its CPU back only once the producer waits for it (or, failing that, returned).
+                let mut saw_wait = false;
+                while !saw_wait && !returned.load(Ordering::Acquire) {
+                    saw_wait = lock(&s.incoming).relieving > 0;
+                    std::thread::yield_now();
+                }
+                s.run();
+                saw_wait
+            })
+        };
+        let waited = m.relieve(Duration::from_secs(600));
+        let left = lock(&s.incoming).items;
+        returned.store(true, Ordering::Release);
+        m.shutdown();
+        assert_eq!((waited, left, thread.join().unwrap()), (true, 0, true));
+        assert_eq!(m.dropped(), 0);
     }
 
     #[test]

@@ -158,6 +158,17 @@ impl Watcher {
 /// How many queued events a watcher takes at once (a Python sink takes the GIL once per batch).
 const BATCH: usize = 512;
 
+/// How long a recording call waits at most for fast watchers that have fallen behind (see
+/// `Broadcaster::relieve`). Only such watchers are waited for, and each gets through a queue in about this
+/// time; on a busy machine their threads may get no CPU for milliseconds, and without the wait a burst
+/// overflows their queues meanwhile.
+pub const RELIEF_LIMIT: Duration = Duration::from_millis(5);
+
+/// How long one `EventSink::batch` runs at most. A Python sink holds the GIL through it; held past CPython's
+/// switch interval (5 ms), the GIL is taken from the sink mid-batch and the recording threads then run
+/// unchecked until the sink claims it back, long enough to overflow its queue.
+pub const BATCH_SLICE: Duration = Duration::from_millis(1);
+
 impl EventBroadcaster {
     pub fn new(options: Options, reporter: Arc<dyn Reporter>) -> Result<Self> {
         options.correlator.populated()?;
@@ -210,6 +221,11 @@ impl EventBroadcaster {
         self.shared.mux.under_pressure()
     }
 
+    /// `Broadcaster::relieve`: a recorder that outpaces fast watchers waits for them, up to `limit`.
+    pub fn relieve(&self, limit: Duration) -> bool {
+        self.shared.mux.relieve(limit)
+    }
+
     fn watch(&self, kind: &str) -> std::result::Result<Arc<EventLane>, Stopped> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let lane = self.shared.mux.watch(format!("{kind}-{id}"))?;
@@ -240,6 +256,7 @@ impl EventBroadcaster {
                 let n = batch.len() as i64;
                 shared.counters.in_flight.fetch_add(n, Ordering::Relaxed);
                 handler(&batch);
+                l.done(batch.len());
                 batch.clear();
                 shared.counters.in_flight.fetch_sub(n, Ordering::Relaxed);
             }
@@ -319,6 +336,7 @@ impl EventBroadcaster {
                             writer.shared.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
                         }
                     }
+                    l.done(n as usize);
                 }
             }
             for wl in &worker_lanes {
@@ -524,11 +542,16 @@ impl Writer {
         let mut answers: Vec<(u64, Option<Event>)> = Vec::new();
         while !jobs.is_empty() || !events.is_empty() {
             let mut sleep = None;
+            let slice_end = Instant::now() + BATCH_SLICE;
             self.sink.batch(&mut || loop {
+                if Instant::now() >= slice_end {
+                    return;
+                }
                 if jobs.is_empty() {
                     let Some(e) = events.pop_front() else { return };
-                    if let Some(job) = self.correlate(&mut lock(&self.correlation), e) {
-                        jobs.push_back(job);
+                    match self.correlate(&mut lock(&self.correlation), e) {
+                        Some(job) => jobs.push_back(job),
+                        None => lane.done(1),
                     }
                     continue;
                 }
@@ -547,6 +570,7 @@ impl Writer {
                         };
                         jobs.pop_front();
                         c.in_flight.fetch_sub(1, Ordering::Relaxed);
+                        lane.done(1);
                         continue;
                     }
                     Err(e) => e,
@@ -562,6 +586,7 @@ impl Writer {
                         }
                         jobs.pop_front();
                         c.in_flight.fetch_sub(1, Ordering::Relaxed);
+                        lane.done(1);
                     }
                     Next::SleepThenRetry { delay_nanos } => {
                         c.retries.fetch_add(1, Ordering::Relaxed);

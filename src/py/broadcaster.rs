@@ -20,7 +20,9 @@ use super::sink::PySink;
 use crate::broadcaster::FullChannel;
 use crate::correlator::DEFAULT_QPS;
 use crate::event::EventSource;
-use crate::pipeline::{log_line, structured_line, EventBroadcaster, EventType, Occurrence, Options, Reporter, Watcher};
+use crate::pipeline::{
+    log_line, structured_line, EventBroadcaster, EventType, Occurrence, Options, Reporter, Watcher, RELIEF_LIMIT,
+};
 use crate::sink::RetryPolicy;
 
 /// Logs to the `kubevents` logger.
@@ -432,7 +434,14 @@ impl PyRecorder {
         };
         let o = Occurrence { reference, annotations, type_, reason, message, time, source: self.source.clone() };
         match core.record(o) {
-            Ok(true) => self.shared.turns.give_way(py, core.under_pressure()),
+            Ok(true) => {
+                self.shared.turns.hand_over(py);
+                // A watcher that needs the GIL may also be short of a CPU: waiting for it without the GIL
+                // keeps a burst from overflowing its queue.
+                if core.under_pressure() {
+                    py.detach(|| core.relieve(RELIEF_LIMIT));
+                }
+            }
             Ok(false) => self.shared.warn_dropped("the incoming queue is full"),
             Err(_) => {
                 self.shared.after_shutdown.fetch_add(1, Ordering::Relaxed);

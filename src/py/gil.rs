@@ -37,13 +37,9 @@ impl GilTurns {
         })
     }
 
-    /// Releases the GIL until the broadcaster threads waiting for it have it (bounded). When a watcher is
-    /// behind but not waiting for the GIL, its thread may be waiting for a CPU: yield ours once.
-    pub fn give_way(&self, py: Python<'_>, behind: bool) {
+    /// Releases the GIL until the broadcaster threads waiting for it have it (bounded).
+    pub fn hand_over(&self, py: Python<'_>) {
         if self.waiting.load(Ordering::Acquire) == 0 {
-            if behind {
-                py.detach(std::thread::yield_now);
-            }
             return;
         }
         py.detach(|| {

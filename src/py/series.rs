@@ -416,7 +416,11 @@ impl PyEventsV1Engine {
         // Behind: the engine thread has half a queue to catch up on.
         let behind = st.queue.len() >= MAX_QUEUED_EVENTS / 2;
         drop(st);
-        self.shared.turns.give_way(py, behind);
+        self.shared.turns.hand_over(py);
+        if behind {
+            // Its thread may be waiting for a CPU rather than the GIL.
+            py.detach(std::thread::yield_now);
+        }
         Ok(out)
     }
 
