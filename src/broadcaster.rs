@@ -65,7 +65,11 @@ impl Pace {
     }
 
     fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
+        self.at(Instant::now())
+    }
+
+    fn at(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_nanos() as u64
     }
 
     /// The consumer took a batch at `now`.
@@ -265,6 +269,11 @@ impl<T> Lane<T> {
     /// The consumer reports `n` items of its batch done (for `relieve`'s judgement of its pace).
     pub fn done(&self, n: usize) {
         self.pace.done(n, self.pace.now())
+    }
+
+    /// `done`, with the time the caller read anyway.
+    pub fn done_at(&self, n: usize, t: Instant) {
+        self.pace.done(n, self.pace.at(t))
     }
 
     fn is_fast(&self) -> bool {

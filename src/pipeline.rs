@@ -437,9 +437,10 @@ impl Drop for EventBroadcaster {
     }
 }
 
-/// One write to do: the correlated event and its patch.
+/// One write to do: the correlated event and its patch. The event stays in the allocation the broadcaster
+/// shared it in (this watcher's copy once correlated): moving it would copy some 700 bytes at every step.
 struct Job {
-    event: Event,
+    event: Arc<Event>,
     key: u64,
     patch: Vec<u8>,
     attempts: crate::sink::Attempts,
@@ -453,6 +454,32 @@ struct Correlation {
     outstanding: HashMap<u64, u32>,
 }
 
+/// A writer's items done since it last told its lane (for `Broadcaster::relieve`), and the end of its slice.
+/// The clock is read every few items only: on a virtual machine a read can cost a good part of a write.
+struct Progress<'a, T> {
+    lane: &'a Lane<T>,
+    done: usize,
+    slice_end: Instant,
+}
+
+impl<T> Progress<'_, T> {
+    const EVERY: usize = 8;
+
+    fn in_slice(&mut self) -> bool {
+        if self.done < Self::EVERY {
+            return true;
+        }
+        let now = Instant::now();
+        self.report(now);
+        now < self.slice_end
+    }
+
+    fn report(&mut self, now: Instant) {
+        self.lane.done_at(self.done, now);
+        self.done = 0;
+    }
+}
+
 struct Writer {
     shared: Arc<Shared>,
     sink: Arc<dyn EventSink>,
@@ -463,11 +490,11 @@ struct Writer {
 
 impl Writer {
     /// `EventCorrelate` for one event: the write to do, or None when the spam filter skips it.
-    fn correlate(&self, c: &mut Correlation, shared_event: Arc<Event>) -> Option<Job> {
+    fn correlate(&self, c: &mut Correlation, mut shared_event: Arc<Event>) -> Option<Job> {
         let counters = &self.shared.counters;
-        let mut event = Arc::unwrap_or_clone(shared_event);
-        let result = c.correlator.correlate_in_place(&mut event);
-        let key = self.key(&event);
+        let event = Arc::make_mut(&mut shared_event);
+        let result = c.correlator.correlate_in_place(event);
+        let key = self.key(event);
         let patch = match result {
             Ok(o) => {
                 if o.aggregated {
@@ -495,7 +522,7 @@ impl Writer {
             }
         };
         *c.outstanding.entry(key).or_default() += 1;
-        Some(Job { event, key, patch, attempts: Default::default() })
+        Some(Job { event: shared_event, key, patch, attempts: Default::default() })
     }
 
     /// Correlates a batch ahead of the writes (for the delivery workers); the events to write go to `jobs`.
@@ -542,26 +569,26 @@ impl Writer {
         let mut answers: Vec<(u64, Option<Event>)> = Vec::new();
         while !jobs.is_empty() || !events.is_empty() {
             let mut sleep = None;
-            let slice_end = Instant::now() + BATCH_SLICE;
+            let mut progress = Progress { lane, done: 0, slice_end: Instant::now() + BATCH_SLICE };
             self.sink.batch(&mut || loop {
-                if Instant::now() >= slice_end {
+                if !progress.in_slice() {
                     return;
                 }
                 if jobs.is_empty() {
                     let Some(e) = events.pop_front() else { return };
                     match self.correlate(&mut lock(&self.correlation), e) {
                         Some(job) => jobs.push_back(job),
-                        None => lane.done(1),
+                        None => progress.done += 1,
                     }
                     continue;
                 }
                 let job = jobs.front_mut().expect("not empty");
-                let err = match record_event(&*self.sink, &mut job.event, &job.patch) {
+                let err = match record_event(&*self.sink, Arc::make_mut(&mut job.event), &job.patch) {
                     Ok((answer, written)) => {
                         if sequential {
                             self.record_answer(job.key, Some(answer.as_ref().unwrap_or(&job.event)));
                         } else {
-                            let answer = answer.unwrap_or_else(|| std::mem::take(&mut job.event));
+                            let answer = answer.unwrap_or_else(|| std::mem::take(Arc::make_mut(&mut job.event)));
                             answers.push((job.key, Some(answer)));
                         }
                         match written {
@@ -570,7 +597,7 @@ impl Writer {
                         };
                         jobs.pop_front();
                         c.in_flight.fetch_sub(1, Ordering::Relaxed);
-                        lane.done(1);
+                        progress.done += 1;
                         continue;
                     }
                     Err(e) => e,
@@ -586,7 +613,7 @@ impl Writer {
                         }
                         jobs.pop_front();
                         c.in_flight.fetch_sub(1, Ordering::Relaxed);
-                        lane.done(1);
+                        progress.done += 1;
                     }
                     Next::SleepThenRetry { delay_nanos } => {
                         c.retries.fetch_add(1, Ordering::Relaxed);
@@ -595,6 +622,7 @@ impl Writer {
                     }
                 }
             });
+            progress.report(Instant::now());
             for (key, answer) in answers.drain(..) {
                 self.record_answer(key, answer.as_ref());
             }

@@ -229,8 +229,14 @@ pub fn event_to_py<'py>(py: Python<'py>, e: &Event) -> PyResult<Bound<'py, PyDic
     set_str(&d, intern!(py, "reason"), &e.reason)?;
     set_str(&d, intern!(py, "message"), &e.message)?;
     d.set_item(intern!(py, "source"), source_to_py(py, &e.source)?)?;
-    d.set_item(intern!(py, "firstTimestamp"), time_str(e.first_timestamp, false))?;
-    d.set_item(intern!(py, "lastTimestamp"), time_str(e.last_timestamp, false))?;
+    let first = time_str(e.first_timestamp, false).map(|t| PyString::new(py, &t));
+    // A first occurrence has both timestamps equal: one string serves both.
+    let last = match &first {
+        Some(f) if e.last_timestamp == e.first_timestamp => Some(f.clone()),
+        _ => time_str(e.last_timestamp, false).map(|t| PyString::new(py, &t)),
+    };
+    d.set_item(intern!(py, "firstTimestamp"), first)?;
+    d.set_item(intern!(py, "lastTimestamp"), last)?;
     if e.count != 0 {
         d.set_item(intern!(py, "count"), e.count)?;
     }
