@@ -90,6 +90,7 @@ struct Counters {
     abandoned: AtomicU64,
     handler_errors: AtomicU64,
     correlation_errors: AtomicU64,
+    recorder_waits: AtomicU64,
     /// Deliveries taken off a queue and not finished yet.
     in_flight: AtomicI64,
 }
@@ -108,6 +109,8 @@ pub struct Stats {
     pub retries: u64,
     pub abandoned: u64,
     pub handler_errors: u64,
+    /// Recording calls that waited for fast watchers (or the distribution) to catch up.
+    pub recorder_waits: u64,
     pub pending: u64,
 }
 
@@ -223,7 +226,11 @@ impl EventBroadcaster {
 
     /// `Broadcaster::relieve`: a recorder that outpaces fast watchers waits for them, up to `limit`.
     pub fn relieve(&self, limit: Duration) -> bool {
-        self.shared.mux.relieve(limit)
+        let waited = self.shared.mux.relieve(limit);
+        if waited {
+            self.shared.counters.recorder_waits.fetch_add(1, Ordering::Relaxed);
+        }
+        waited
     }
 
     fn watch(&self, kind: &str) -> std::result::Result<Arc<EventLane>, Stopped> {
@@ -369,6 +376,7 @@ impl EventBroadcaster {
             retries: c.retries.load(Ordering::Relaxed),
             abandoned: c.abandoned.load(Ordering::Relaxed),
             handler_errors: c.handler_errors.load(Ordering::Relaxed) + c.correlation_errors.load(Ordering::Relaxed),
+            recorder_waits: c.recorder_waits.load(Ordering::Relaxed),
             pending: queued as u64 + in_flight,
         }
     }

@@ -349,6 +349,54 @@ def test_async_sink_runs_on_the_loop_that_started_it():
     assert (stats["created"], stats["patched"], len(store)) == (20, 180, 20)
 
 
+def test_recorder_calls_on_the_loop_of_an_async_sink_never_wait_for_it():
+    import asyncio
+
+    # The sink runs on this loop, which the recording coroutine keeps busy: waiting for the sink would only
+    # stall the loop it needs. Its queue overflows instead, and every event is accounted for.
+    async def main():
+        class AsyncSink:
+            async def create(self, event):
+                return event
+
+            async def patch(self, event, patch):
+                return event
+
+        async with kubevents.Broadcaster(queue_length=10) as b:
+            b.start_recording_to_sink(AsyncSink())
+            r = b.new_recorder("ctl")
+            for i in range(1000):
+                r.event(pod(i), "Normal", "R", "m")
+            during = b.stats()
+        return during, b.stats()
+
+    during, stats = asyncio.run(main())
+    assert during["recorder_waits"] == 0
+    assert sum(during["dropped_watchers"].values()) > 0
+    assert accounted(stats) == 1000
+
+
+def test_recorder_calls_wait_for_a_fast_sink_that_is_behind():
+    # A sink that is quick per event but cannot keep up while the recording thread holds the GIL: calls
+    # wait for it instead of overflowing its queue.
+    class Quick:
+        def create(self, event):
+            sum(range(200))
+            return event
+
+        def patch(self, event, patch):
+            return event
+
+    b = kubevents.Broadcaster(queue_length=200)
+    b.start_recording_to_sink(Quick())
+    r = b.new_recorder("ctl")
+    for i in range(20_000):
+        r.event(pod(i), "Normal", "R", "m")
+    stats = b.shutdown()
+    assert stats["recorder_waits"] > 0
+    assert (stats["created"], stats["dropped_watchers"], stats["dropped_incoming"]) == (20_000, {"sink-1": 0}, 0)
+
+
 def test_async_sink_needs_a_running_loop():
     class AsyncSink:
         async def create(self, event):

@@ -64,6 +64,8 @@ struct Shared {
     message_func: Option<Py<PyAny>>,
     spam_key_func: Option<Py<PyAny>>,
     turns: Arc<GilTurns>,
+    /// `asyncio._get_running_loop`.
+    running_loop: Py<PyAny>,
 }
 
 impl Shared {
@@ -164,6 +166,7 @@ impl PyBroadcaster {
                 message_func,
                 spam_key_func,
                 turns: Arc::new(GilTurns::default()),
+                running_loop: py.import(intern!(py, "asyncio"))?.getattr(intern!(py, "_get_running_loop"))?.unbind(),
             }),
         })
     }
@@ -258,7 +261,8 @@ impl PyBroadcaster {
 
     /// Counters: received, dropped_incoming, dropped_after_shutdown, dropped_watchers (per watcher name),
     /// aggregated, deduplicated, skipped (spam filter), created, patched, retries, abandoned, handler_errors,
-    /// pending (deliveries queued or under way).
+    /// recorder_waits (recorder calls that waited for fast watchers to catch up), pending (deliveries queued
+    /// or under way).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = py.detach(|| self.shared.core.stats());
         let d = PyDict::new(py);
@@ -278,6 +282,7 @@ impl PyBroadcaster {
         d.set_item("retries", s.retries)?;
         d.set_item("abandoned", s.abandoned)?;
         d.set_item("handler_errors", s.handler_errors)?;
+        d.set_item("recorder_waits", s.recorder_waits)?;
         d.set_item("pending", s.pending)?;
         Ok(d)
     }
@@ -397,7 +402,7 @@ impl PyWatcher {
     }
 }
 
-/// client-go's `EventRecorder`: builds events for objects and queues them without ever blocking.
+/// client-go's `EventRecorder`: builds events for objects and queues them; never waits for a slow watcher.
 #[pyclass(module = "kubevents", name = "Recorder", frozen)]
 pub struct PyRecorder {
     shared: Arc<Shared>,
@@ -437,8 +442,9 @@ impl PyRecorder {
             Ok(true) => {
                 self.shared.turns.hand_over(py);
                 // A watcher that needs the GIL may also be short of a CPU: waiting for it without the GIL
-                // keeps a burst from overflowing its queue.
-                if core.under_pressure() {
+                // keeps a burst from overflowing its queue. Never on an asyncio loop's thread, which the
+                // wait would stall, async sinks included.
+                if core.under_pressure() && self.shared.running_loop.bind(py).call0()?.is_none() {
                     py.detach(|| core.relieve(RELIEF_LIMIT));
                 }
             }
