@@ -104,14 +104,26 @@ def burst(calls: list[tuple], **options) -> dict:
     r = b.new_recorder("bench")
     event = r.event
     gc.collect()
+    cpu0, thread0 = time.process_time(), time.thread_time()
     t0 = time.perf_counter()
     for c in calls:
         event(*c)
     t1 = time.perf_counter()
+    thread1 = time.thread_time()
     stats = b.shutdown()
     t2 = time.perf_counter()
+    cpu = time.process_time() - cpu0
     handled = stats["created"] + stats["patched"] + stats["skipped"]
-    return {"produce_per_s": len(calls) / (t1 - t0), "e2e_per_s": len(calls) / (t2 - t0), "handled": handled, **stats}
+    per_event_us = 1e6 / len(calls)
+    return {
+        "produce_per_s": len(calls) / (t1 - t0),
+        "e2e_per_s": len(calls) / (t2 - t0),
+        "handled": handled,
+        # CPU time per event: the recording thread, and the rest of the process (the broadcaster's threads).
+        "cpu_recording_us": (thread1 - thread0) * per_event_us,
+        "cpu_others_us": (cpu - (thread1 - thread0)) * per_event_us,
+        **stats,
+    }
 
 
 def bench_e2e(calls: list[tuple]) -> None:
@@ -123,7 +135,10 @@ def bench_e2e(calls: list[tuple]) -> None:
             f"mixed x{n}, {label}: eventf {best['produce_per_s']:,.0f}/s, end to end {best['e2e_per_s']:,.0f}/s; "
             f"handled {best['handled']:,} (created {best['created']:,}, patched {best['patched']:,}, "
             f"skipped {best['skipped']:,}), dropped incoming {best['dropped_incoming']:,}, "
-            f"dropped at the sink queue {sum(best['dropped_watchers'].values()):,}"
+            f"dropped at the sink queue {sum(best['dropped_watchers'].values()):,}; "
+            f"recorder calls that waited {best['recorder_waits']:,}; CPU per event: recording thread "
+            f"{best['cpu_recording_us']:.2f} us, broadcaster threads {best['cpu_others_us']:.2f} us; "
+            f"dropped in the other bursts {[sum(r['dropped_watchers'].values()) + r['dropped_incoming'] for r in runs]}"
         )
 
 
