@@ -444,6 +444,7 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
         let shutdown = matches!(m, Message::Shutdown);
         if shutdown {
             inc.stopped = true;
+            s.taken.notify_all();
         }
         inc.queue.push_back(m);
         inc.submitted += 1;

@@ -161,6 +161,11 @@ impl Watcher {
 /// How many queued events a watcher takes at once (a Python sink takes the GIL once per batch).
 const BATCH: usize = 512;
 
+thread_local! {
+    /// The current thread is a watcher or delivery thread of some broadcaster.
+    static ON_PIPELINE_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// How long a recording call waits at most for fast watchers that have fallen behind (see
 /// `Broadcaster::relieve`). Only such watchers are waited for, and each gets through a queue in about this
 /// time; on a busy machine their threads may get no CPU for milliseconds, and without the wait a burst
@@ -226,6 +231,10 @@ impl EventBroadcaster {
 
     /// `Broadcaster::relieve`: a recorder that outpaces fast watchers waits for them, up to `limit`.
     pub fn relieve(&self, limit: Duration) -> bool {
+        // A callback or sink that records events would wait for the very queues its thread drains.
+        if ON_PIPELINE_THREAD.get() {
+            return false;
+        }
         let waited = self.shared.mux.relieve(limit);
         if waited {
             self.shared.counters.recorder_waits.fetch_add(1, Ordering::Relaxed);
@@ -241,7 +250,10 @@ impl EventBroadcaster {
     }
 
     fn spawn(&self, name: &str, f: impl FnOnce() + Send + 'static) -> Result<()> {
-        let t = crate::threads::spawn(name, f)?;
+        let t = crate::threads::spawn(name, move || {
+            ON_PIPELINE_THREAD.set(true);
+            f()
+        })?;
         lock(&self.shared.threads).push(t);
         Ok(())
     }

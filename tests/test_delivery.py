@@ -376,6 +376,26 @@ def test_recorder_calls_on_the_loop_of_an_async_sink_never_wait_for_it():
     assert accounted(stats) == 1000
 
 
+def test_recorder_calls_from_a_watcher_callback_never_wait():
+    # A callback that records events itself: waiting would be for the queue its own thread drains. Its
+    # queue overflows instead, counted.
+    b = kubevents.Broadcaster(queue_length=10)
+    r = b.new_recorder("ctl")
+
+    def echo(event):
+        if event["reason"] == "Original":
+            for k in range(100):
+                r.event(pod(k), "Normal", "Echo", event["message"])
+
+    w = b.start_event_watcher(echo)
+    r.event(pod(0), "Normal", "Original", "m")
+    assert b.wait_idle(60)
+    stats = b.shutdown()
+    assert stats["recorder_waits"] == 0
+    assert stats["received"] == 101
+    assert w.dropped > 0
+
+
 def test_recorder_calls_wait_for_a_fast_sink_that_is_behind():
     # A sink that is quick per event but cannot keep up while the recording thread holds the GIL: calls
     # wait for it instead of overflowing its queue.
