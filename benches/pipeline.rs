@@ -84,6 +84,7 @@ fn bench_pipeline(c: &mut Criterion) {
                     correlator: CorrelatorOptions::default(),
                     clock: Arc::new(RealClock),
                     real_time: true,
+                    catch_up_wait: kubevents::pipeline::DEFAULT_CATCH_UP_WAIT,
                 };
                 let b = EventBroadcaster::new(options, Arc::new(Quiet)).unwrap();
                 b.start_recording_to_sink(Arc::new(Noop), 1, KeyFuncs::default()).unwrap();

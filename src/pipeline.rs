@@ -77,6 +77,8 @@ pub struct Options {
     pub clock: Arc<dyn Clock>,
     /// The clock is the system clock, so retry sleeps can be plain timed waits.
     pub real_time: bool,
+    /// How long a recording call may wait for fast watchers that fell behind (`relieve`); zero never waits.
+    pub catch_up_wait: Duration,
 }
 
 #[derive(Default)]
@@ -166,11 +168,10 @@ thread_local! {
     static ON_PIPELINE_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// How long a recording call waits at most for fast watchers that have fallen behind (see
-/// `Broadcaster::relieve`). Only such watchers are waited for, and each gets through a queue in about this
-/// time; on a busy machine their threads may get no CPU for milliseconds, and without the wait a burst
-/// overflows their queues meanwhile.
-pub const RELIEF_LIMIT: Duration = Duration::from_millis(5);
+/// The default `Options::catch_up_wait`. Only fast watchers are waited for (see `Broadcaster::relieve`),
+/// and each gets through a queue in about this time; on a busy machine their threads may get no CPU for
+/// milliseconds, and without the wait a burst overflows their queues meanwhile.
+pub const DEFAULT_CATCH_UP_WAIT: Duration = Duration::from_millis(5);
 
 /// How long one `EventSink::batch` runs at most. A Python sink holds the GIL through it; held past CPython's
 /// switch interval (5 ms), the GIL is taken from the sink mid-batch and the recording threads then run
@@ -229,10 +230,12 @@ impl EventBroadcaster {
         self.shared.mux.under_pressure()
     }
 
-    /// `Broadcaster::relieve`: a recorder that outpaces fast watchers waits for them, up to `limit`.
-    pub fn relieve(&self, limit: Duration) -> bool {
+    /// `Broadcaster::relieve`: a recorder that outpaces fast watchers waits for them, up to
+    /// `Options::catch_up_wait`. Returns whether it waited.
+    pub fn relieve(&self) -> bool {
+        let limit = self.shared.options.catch_up_wait;
         // A callback or sink that records events would wait for the very queues its thread drains.
-        if ON_PIPELINE_THREAD.get() {
+        if limit.is_zero() || ON_PIPELINE_THREAD.get() {
             return false;
         }
         let waited = self.shared.mux.relieve(limit);

@@ -376,6 +376,30 @@ def test_recorder_calls_on_the_loop_of_an_async_sink_never_wait_for_it():
     assert accounted(stats) == 1000
 
 
+def test_catch_up_wait_zero_never_waits():
+    class Quick:
+        def create(self, event):
+            sum(range(200))
+            return event
+
+        def patch(self, event, patch):
+            return event
+
+    b = kubevents.Broadcaster(queue_length=200, catch_up_wait=0)
+    b.start_recording_to_sink(Quick())
+    r = b.new_recorder("ctl")
+    for i in range(20_000):
+        r.event(pod(i), "Normal", "R", "m")
+    stats = b.shutdown()
+    assert stats["recorder_waits"] == 0
+    assert accounted(stats) == 20_000
+
+
+def test_catch_up_wait_must_not_be_negative():
+    with pytest.raises(ValueError, match="catch_up_wait"):
+        kubevents.Broadcaster(catch_up_wait=-1)
+
+
 def test_recorder_calls_from_a_watcher_callback_never_wait():
     # A callback that records events itself: waiting would be for the queue its own thread drains. Its
     # queue overflows instead, counted.

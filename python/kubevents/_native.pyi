@@ -299,6 +299,9 @@ class Broadcaster:
     them and write them to sinks with client-go's retries. Every drop is counted in ``stats()``.
 
     Use it as a context manager (``with`` or ``async with``) to shut it down on exit.
+
+    ``catch_up_wait`` (seconds, default 0.005) is how long a recorder call may wait, without the GIL, for fast
+    watchers whose queue it left more than half full; 0 never waits, and full queues drop as in client-go.
     """
 
     def __new__(
@@ -317,6 +320,7 @@ class Broadcaster:
         key_func: Callable[[_Event], tuple[str, str]] | None = None,
         message_func: Callable[[_Event], str] | None = None,
         spam_key_func: Callable[[_Event], str] | None = None,
+        catch_up_wait: _DurationLike | None = None,
     ) -> Self: ...
     def new_recorder(self, component: str, host: str | None = None) -> Recorder:
         """A recorder whose events have source ``component`` (and ``host``)."""

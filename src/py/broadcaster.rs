@@ -21,7 +21,8 @@ use crate::broadcaster::FullChannel;
 use crate::correlator::DEFAULT_QPS;
 use crate::event::EventSource;
 use crate::pipeline::{
-    log_line, structured_line, EventBroadcaster, EventType, Occurrence, Options, Reporter, Watcher, RELIEF_LIMIT,
+    log_line, structured_line, EventBroadcaster, EventType, Occurrence, Options, Reporter, Watcher,
+    DEFAULT_CATCH_UP_WAIT,
 };
 use crate::sink::RetryPolicy;
 
@@ -110,7 +111,7 @@ impl PyBroadcaster {
     #[new]
     #[pyo3(signature = (*, clock=None, sleep_duration=None, max_tries=12, queue_length=1000, full_channel="drop",
                         lru_cache_size=4096, burst=25, qps=f64::from(DEFAULT_QPS), max_events=10, max_interval=600,
-                        key_func=None, message_func=None, spam_key_func=None))]
+                        key_func=None, message_func=None, spam_key_func=None, catch_up_wait=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -127,6 +128,7 @@ impl PyBroadcaster {
         key_func: Option<Py<PyAny>>,
         message_func: Option<Py<PyAny>>,
         spam_key_func: Option<Py<PyAny>>,
+        catch_up_wait: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let correlator = options_from_py(lru_cache_size, burst, qps, max_events, max_interval)?;
         // Checks the key functions now; every sink gets its own wrappers later.
@@ -142,6 +144,13 @@ impl PyBroadcaster {
         if sleep_nanos < 0 {
             return Err(PyValueError::new_err("sleep_duration must be >= 0"));
         }
+        let catch_up_wait = match catch_up_wait {
+            None => DEFAULT_CATCH_UP_WAIT,
+            Some(d) => match u64::try_from(to_duration(d, "catch_up_wait")?) {
+                Ok(nanos) => Duration::from_nanos(nanos),
+                Err(_) => return Err(PyValueError::new_err("catch_up_wait must be >= 0")),
+            },
+        };
         let real_time = is_real_clock(clock);
         let options = Options {
             queue_length: positive("queue_length", queue_length)?,
@@ -153,6 +162,7 @@ impl PyBroadcaster {
             correlator,
             clock: clock_arg(clock)?,
             real_time,
+            catch_up_wait,
         };
         let reporter = Arc::new(PyReporter { logger: kubevents_logger(py)?.unbind() });
         let core = EventBroadcaster::new(options, reporter.clone())?;
@@ -445,7 +455,7 @@ impl PyRecorder {
                 // keeps a burst from overflowing its queue. Never on an asyncio loop's thread, which the
                 // wait would stall, async sinks included.
                 if core.under_pressure() && self.shared.running_loop.bind(py).call0()?.is_none() {
-                    py.detach(|| core.relieve(RELIEF_LIMIT));
+                    py.detach(|| core.relieve());
                 }
             }
             Ok(false) => self.shared.warn_dropped("the incoming queue is full"),
