@@ -39,8 +39,8 @@ fn notify_at(capacity: usize) -> usize {
 /// logging watcher); a round trip to an API server takes milliseconds.
 const FAST_ITEM_NANOS: u64 = 100_000;
 
-/// A consumer busy with one item for longer than this is slow, whatever its average says (a sink's first
-/// call to a slow server).
+/// A consumer that reported no progress for this long, beyond what the items it holds would take at
+/// `FAST_ITEM_NANOS` each, is slow whatever its average says (a sink's first call to a slow server).
 const STUCK: Duration = Duration::from_millis(20);
 
 /// How a lane's consumer keeps up: written by the consumer only, read by producers without the lock.
@@ -52,6 +52,8 @@ struct Pace {
     item_nanos: AtomicU64,
     /// The consumer holds items it took (between `pop_batch` and the next one).
     busy: AtomicBool,
+    /// Items taken and not reported done yet (a watcher reports a whole batch at once).
+    held: AtomicU64,
 }
 
 impl Pace {
@@ -61,6 +63,7 @@ impl Pace {
             mark: AtomicU64::new(0),
             item_nanos: AtomicU64::new(u64::MAX),
             busy: AtomicBool::new(false),
+            held: AtomicU64::new(0),
         }
     }
 
@@ -72,9 +75,10 @@ impl Pace {
         t.saturating_duration_since(self.epoch).as_nanos() as u64
     }
 
-    /// The consumer took a batch at `now`.
-    fn took(&self, now: u64) {
+    /// The consumer took a batch of `n` items at `now`.
+    fn took(&self, n: usize, now: u64) {
         self.mark.store(now, Ordering::Relaxed);
+        self.held.store(n as u64, Ordering::Relaxed);
         self.busy.store(true, Ordering::Release);
     }
 
@@ -96,18 +100,21 @@ impl Pace {
         };
         self.item_nanos.store(avg, Ordering::Relaxed);
         self.mark.store(now, Ordering::Relaxed);
+        let held = self.held.load(Ordering::Relaxed);
+        self.held.store(held.saturating_sub(n as u64), Ordering::Relaxed);
     }
 
     /// Whether the consumer, when it runs, gets through its items quickly: waiting for it then costs a
-    /// producer little. One that has not finished an item yet counts as fast until it is `STUCK`.
+    /// producer little. One that has not finished an item yet counts as fast until it is stuck (`STUCK`).
     fn is_fast(&self, now: u64) -> bool {
         if !self.busy.load(Ordering::Acquire) {
             // Between batches: it takes the next one as soon as it runs.
             return true;
         }
-        let in_item = now.saturating_sub(self.mark.load(Ordering::Relaxed));
+        let silent = now.saturating_sub(self.mark.load(Ordering::Relaxed));
+        let allowed = STUCK.as_nanos() as u64 + self.held.load(Ordering::Relaxed).saturating_mul(FAST_ITEM_NANOS);
         let avg = self.item_nanos.load(Ordering::Relaxed);
-        in_item <= STUCK.as_nanos() as u64 && (avg == u64::MAX || avg <= FAST_ITEM_NANOS)
+        silent <= allowed && (avg == u64::MAX || avg <= FAST_ITEM_NANOS)
     }
 }
 
@@ -224,7 +231,7 @@ impl<T> Lane<T> {
                 if s.producers_waiting > 0 {
                     self.space.notify_all();
                 }
-                self.pace.took(self.pace.now());
+                self.pace.took(n, self.pace.now());
                 return true;
             }
             s.activity = Activity::Waiting;
@@ -861,12 +868,18 @@ mod tests {
     #[test]
     fn a_consumer_is_fast_until_its_items_take_long() {
         let p = Pace::new();
+        let stuck = STUCK.as_nanos() as u64;
         // Between batches, and in a first batch with nothing done yet.
         assert!(p.is_fast(0));
-        p.took(0);
-        assert!(p.is_fast(STUCK.as_nanos() as u64));
-        // Stuck on its first item.
-        assert!(!p.is_fast(STUCK.as_nanos() as u64 + 1));
+        p.took(1, 0);
+        assert!(p.is_fast(stuck + FAST_ITEM_NANOS));
+        // Stuck on its only item.
+        assert!(!p.is_fast(stuck + FAST_ITEM_NANOS + 1));
+        // A batch of 500 may take 50 ms more before it counts as stuck.
+        p.took(500, 0);
+        assert!(p.is_fast(stuck + 500 * FAST_ITEM_NANOS));
+        assert!(!p.is_fast(stuck + 500 * FAST_ITEM_NANOS + 1));
+        p.took(100, 0);
         // 10 µs an item.
         for i in 1..=100 {
             p.done(1, i * 10_000);
@@ -932,7 +945,7 @@ mod tests {
         let m = mux(4, FullChannel::Drop);
         let w = behind_watcher(&m, 4);
         // Its consumer took a batch and did an item in 5 ms.
-        w.pace.took(0);
+        w.pace.took(4, 0);
         w.pace.done(1, 5 * MS);
         assert!(!w.is_fast());
         // A wait would last the whole limit; it returns at once, and the watcher keeps dropping.
