@@ -376,25 +376,6 @@ def test_recorder_calls_on_the_loop_of_an_async_sink_never_wait_for_it():
     assert accounted(stats) == 1000
 
 
-def test_catch_up_wait_zero_never_waits():
-    class Quick:
-        def create(self, event):
-            sum(range(200))
-            return event
-
-        def patch(self, event, patch):
-            return event
-
-    b = kubevents.Broadcaster(queue_length=200, catch_up_wait=0)
-    b.start_recording_to_sink(Quick())
-    r = b.new_recorder("ctl")
-    for i in range(20_000):
-        r.event(pod(i), "Normal", "R", "m")
-    stats = b.shutdown()
-    assert stats["recorder_waits"] == 0
-    assert accounted(stats) == 20_000
-
-
 def test_catch_up_wait_must_not_be_negative():
     with pytest.raises(ValueError, match="catch_up_wait"):
         kubevents.Broadcaster(catch_up_wait=-1)
@@ -420,25 +401,37 @@ def test_recorder_calls_from_a_watcher_callback_never_wait():
     assert w.dropped > 0
 
 
-def test_recorder_calls_wait_for_a_fast_sink_that_is_behind():
-    # A sink that is quick per event but cannot keep up while the recording thread holds the GIL: calls
-    # wait for it instead of overflowing its queue.
-    class Quick:
-        def create(self, event):
-            sum(range(200))
-            return event
+class QuickSink:
+    """Quick per event, but it cannot keep up while the recording thread holds the GIL."""
 
-        def patch(self, event, patch):
-            return event
+    def create(self, event):
+        sum(range(200))
+        return event
 
-    b = kubevents.Broadcaster(queue_length=200)
-    b.start_recording_to_sink(Quick())
+    def patch(self, event, patch):
+        return event
+
+
+def burst_into_quick_sink(n=20_000, **options):
+    b = kubevents.Broadcaster(queue_length=200, **options)
+    b.start_recording_to_sink(QuickSink())
     r = b.new_recorder("ctl")
-    for i in range(20_000):
+    for i in range(n):
         r.event(pod(i), "Normal", "R", "m")
-    stats = b.shutdown()
+    return b.shutdown()
+
+
+def test_recorder_calls_wait_for_a_fast_sink_that_is_behind():
+    # Calls wait for it instead of overflowing its queue.
+    stats = burst_into_quick_sink()
     assert stats["recorder_waits"] > 0
     assert (stats["created"], stats["dropped_watchers"], stats["dropped_incoming"]) == (20_000, {"sink-1": 0}, 0)
+
+
+def test_catch_up_wait_zero_never_waits():
+    stats = burst_into_quick_sink(catch_up_wait=0)
+    assert stats["recorder_waits"] == 0
+    assert accounted(stats) == 20_000
 
 
 def test_async_sink_needs_a_running_loop():
