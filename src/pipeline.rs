@@ -461,7 +461,7 @@ impl Drop for EventBroadcaster {
 }
 
 /// One write to do: the correlated event and its patch. The event stays in the allocation the broadcaster
-/// shared it in (this watcher's copy once correlated): moving it would copy some 700 bytes at every step.
+/// shared it in (this watcher's copy once correlated): moving it would copy about 750 bytes at every step.
 struct Job {
     event: Arc<Event>,
     key: u64,
