@@ -287,6 +287,11 @@ impl<T> Lane<T> {
         self.pace.is_fast(self.pace.now())
     }
 
+    /// Items queued or taken and not done yet.
+    pub fn load(&self) -> usize {
+        self.len() + self.pace.held.load(Ordering::Relaxed) as usize
+    }
+
     /// More than half full.
     fn is_behind(&self) -> bool {
         lock(&self.state).items.len() * 2 > self.capacity

@@ -290,8 +290,9 @@ impl EventBroadcaster {
         Ok(watcher)
     }
 
-    /// `StartRecordingToSink` with a fresh correlator. With `workers > 1`, up to that many writes run at once;
-    /// the writes of one event (same namespace and name) always go to the same worker, in order.
+    /// `StartRecordingToSink` with a fresh correlator. With `workers > 1`, up to that many writes run at once:
+    /// a write goes to the worker with the least to do, unless earlier writes of the same event (same
+    /// namespace and name) are still under way, in which case it follows them on their worker, in order.
     pub fn start_recording_to_sink(
         &self,
         sink: Arc<dyn EventSink>,
@@ -351,9 +352,18 @@ impl EventBroadcaster {
                     events.extend(batch.drain(..));
                     writer.write_all(&mut jobs, &mut events, &l, &mut rng);
                 } else {
-                    writer.correlate_batch(&mut batch, &mut jobs);
+                    // An event whose earlier writes are still under way goes to the same worker (its writes stay
+                    // in order); any other to the worker with the least to do.
+                    let mut added = vec![0; worker_lanes.len()];
+                    writer.correlate_batch(&mut batch, &mut jobs, &mut |owner| {
+                        let w = owner.unwrap_or_else(|| {
+                            (0..worker_lanes.len()).min_by_key(|&i| worker_lanes[i].load() + added[i]).unwrap_or(0)
+                        });
+                        added[w] += 1;
+                        w
+                    });
                     for job in jobs.drain(..) {
-                        let wl = &worker_lanes[(job.key % worker_lanes.len() as u64) as usize];
+                        let wl = &worker_lanes[job.worker];
                         if !wl.push(job, FullChannel::Wait) {
                             writer.shared.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
                         }
@@ -465,6 +475,8 @@ impl Drop for EventBroadcaster {
 struct Job {
     event: Arc<Event>,
     key: u64,
+    /// The delivery worker that writes it (0 with a single writer).
+    worker: usize,
     patch: Vec<u8>,
     attempts: crate::sink::Attempts,
 }
@@ -474,7 +486,12 @@ struct Job {
 /// that answers arriving after later correlations cannot roll a count back.
 struct Correlation {
     correlator: EventCorrelator,
-    outstanding: HashMap<u64, u32>,
+    outstanding: HashMap<u64, Outstanding>,
+}
+
+struct Outstanding {
+    writes: u32,
+    worker: usize,
 }
 
 /// A writer's items done since it last told its lane (for `Broadcaster::relieve`), and the end of its slice.
@@ -513,7 +530,13 @@ struct Writer {
 
 impl Writer {
     /// `EventCorrelate` for one event: the write to do, or None when the spam filter skips it.
-    fn correlate(&self, c: &mut Correlation, mut shared_event: Arc<Event>) -> Option<Job> {
+    /// `choose` picks the worker for the write, given the worker of the event's earlier writes still under way.
+    fn correlate(
+        &self,
+        c: &mut Correlation,
+        mut shared_event: Arc<Event>,
+        choose: &mut dyn FnMut(Option<usize>) -> usize,
+    ) -> Option<Job> {
         let counters = &self.shared.counters;
         let event = Arc::make_mut(&mut shared_event);
         let result = c.correlator.correlate_in_place(event);
@@ -544,14 +567,22 @@ impl Writer {
                 Vec::new()
             }
         };
-        *c.outstanding.entry(key).or_default() += 1;
-        Some(Job { event: shared_event, key, patch, attempts: Default::default() })
+        let owner = c.outstanding.get(&key).map(|o| o.worker);
+        let worker = choose(owner);
+        let o = c.outstanding.entry(key).or_insert(Outstanding { writes: 0, worker });
+        o.writes += 1;
+        Some(Job { event: shared_event, key, worker, patch, attempts: Default::default() })
     }
 
     /// Correlates a batch ahead of the writes (for the delivery workers); the events to write go to `jobs`.
-    fn correlate_batch(&self, batch: &mut Vec<Arc<Event>>, jobs: &mut VecDeque<Job>) {
+    fn correlate_batch(
+        &self,
+        batch: &mut Vec<Arc<Event>>,
+        jobs: &mut VecDeque<Job>,
+        choose: &mut dyn FnMut(Option<usize>) -> usize,
+    ) {
         let mut c = lock(&self.correlation);
-        jobs.extend(batch.drain(..).filter_map(|e| self.correlate(&mut c, e)));
+        jobs.extend(batch.drain(..).filter_map(|e| self.correlate(&mut c, e, choose)));
     }
 
     fn key(&self, e: &Event) -> u64 {
@@ -561,8 +592,8 @@ impl Writer {
     /// Ends a job; returns whether it was the last outstanding write of its event.
     fn finish(&self, c: &mut Correlation, key: u64) -> bool {
         match c.outstanding.get_mut(&key) {
-            Some(n) if *n > 1 => {
-                *n -= 1;
+            Some(o) if o.writes > 1 => {
+                o.writes -= 1;
                 false
             }
             _ => {
@@ -599,7 +630,7 @@ impl Writer {
                 }
                 if jobs.is_empty() {
                     let Some(e) = events.pop_front() else { return };
-                    match self.correlate(&mut lock(&self.correlation), e) {
+                    match self.correlate(&mut lock(&self.correlation), e, &mut |_| 0) {
                         Some(job) => jobs.push_back(job),
                         None => progress.done += 1,
                     }

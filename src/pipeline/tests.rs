@@ -242,6 +242,57 @@ fn workers_keep_the_writes_of_one_event_in_order() {
     assert_eq!((s.created, s.patched), (20, 980));
 }
 
+/// Holds every write until opened; counts the writes of each thread.
+#[derive(Default)]
+struct Gated {
+    open: Mutex<bool>,
+    opened: std::sync::Condvar,
+    by_thread: Mutex<std::collections::BTreeMap<String, usize>>,
+}
+
+impl EventSink for Gated {
+    fn create(&self, e: &Event) -> std::result::Result<Event, WriteError> {
+        let mut open = lock(&self.open);
+        while !*open {
+            open = self.opened.wait(open).unwrap();
+        }
+        drop(open);
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        *lock(&self.by_thread).entry(name).or_default() += 1;
+        Ok(e.clone())
+    }
+    fn patch(&self, e: &Event, _: &[u8]) -> std::result::Result<Event, WriteError> {
+        self.create(e)
+    }
+}
+
+#[test]
+fn workers_share_the_writes_evenly() {
+    let clock = Arc::new(FakeClock::new(START));
+    let mut o = options(clock.clone());
+    o.correlator.burst = 1_000_000;
+    o.queue_length = 10_000;
+    let b = EventBroadcaster::new(o, Arc::new(Quiet)).unwrap();
+    let sink = Arc::new(Gated::default());
+    b.start_recording_to_sink(sink.clone(), 8, KeyFuncs::default()).unwrap();
+    for i in 0..800 {
+        let mut r = reference("bar", "");
+        r.name = format!("pod-{i}");
+        assert_eq!(b.record(occurrence(r, "R", clock.get())), Ok(true));
+    }
+    // Every write handed to a worker (queued or in its hands) before any is done: the shares come from
+    // the assignment alone.
+    let assigned = || lock(&b.shared.worker_lanes).iter().map(|l| l.load()).sum::<usize>();
+    while assigned() < 800 {
+        std::thread::yield_now();
+    }
+    *lock(&sink.open) = true;
+    sink.opened.notify_all();
+    assert!(b.shutdown(Some(Duration::from_secs(30))));
+    let shares: Vec<usize> = lock(&sink.by_thread).values().copied().collect();
+    assert_eq!(shares, vec![100; 8]);
+}
+
 #[test]
 fn log_line_quotes_like_go() {
     let e = Event {
