@@ -41,7 +41,7 @@ const FAST_ITEM_NANOS: u64 = 100_000;
 
 /// A consumer that reported no progress for this long, beyond what the items it holds would take at
 /// `FAST_ITEM_NANOS` each, is slow whatever its average says (a sink's first call to a slow server).
-const STUCK: Duration = Duration::from_millis(20);
+const STUCK: Duration = Duration::from_millis(50);
 
 /// How a lane's consumer keeps up: written by the consumer only, read by producers without the lock.
 struct Pace {
@@ -533,18 +533,19 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
         self.shared.pressure.load(Ordering::Relaxed) || self.shared.incoming_behind.load(Ordering::Relaxed)
     }
 
-    /// For a producer that outpaces the distribution or its watchers: waits, up to `limit`, until the
-    /// incoming queue (in drop mode) and every watcher that is more than half full and fast (see
+    /// For a producer that outpaces the distribution or its watchers in drop mode: waits, up to `limit`,
+    /// until the incoming queue and every watcher that is more than half full and fast (see
     /// `Lane::is_fast`) are back to half. A slow watcher is never waited for; it drops what its queue cannot
-    /// hold. Returns whether it waited.
+    /// hold. Returns whether it waited. In wait mode the distribution already waits for full watchers
+    /// (holding the watcher list), so this returns at once.
     pub fn relieve(&self, limit: Duration) -> bool {
-        if !self.under_pressure() {
+        let sh = &self.shared;
+        if sh.full != FullChannel::Drop || !self.under_pressure() {
             return false;
         }
-        let sh = &self.shared;
         let deadline = Instant::now() + limit;
         let mut waited = false;
-        if sh.full == FullChannel::Drop && sh.incoming_behind.load(Ordering::Relaxed) {
+        if sh.incoming_behind.load(Ordering::Relaxed) {
             let mut inc = lock(&sh.incoming);
             inc.relieving += 1;
             while inc.distributing && inc.items * 2 > sh.capacity && !inc.stopped {
@@ -957,6 +958,22 @@ mod tests {
         assert!(!m.relieve(Duration::from_secs(600)));
         assert_eq!(m.action_or_drop("y"), Ok(true));
         assert_eq!((w.len(), w.dropped()), (4, 1));
+        m.shutdown();
+    }
+
+    #[test]
+    fn relieve_never_waits_in_wait_mode() {
+        // There the distribution thread itself waits for a full watcher, holding the watcher list.
+        let m = mux(4, FullChannel::Wait);
+        let w = m.watch("w").unwrap();
+        for _ in 0..4 {
+            assert_eq!(m.action_or_drop("x"), Ok(true));
+        }
+        while w.len() < 4 {
+            std::thread::yield_now();
+        }
+        assert!(m.under_pressure() && w.is_fast());
+        assert!(!m.relieve(Duration::from_secs(600)));
         m.shutdown();
     }
 
