@@ -50,9 +50,8 @@ struct Pace {
     mark: AtomicU64,
     /// Average nanoseconds per item (exponentially weighted); `u64::MAX` until the first item is done.
     item_nanos: AtomicU64,
-    /// The consumer holds items it took (between `pop_batch` and the next one).
-    busy: AtomicBool,
-    /// Items taken and not reported done yet (a watcher reports a whole batch at once).
+    /// Items taken and not reported done yet (a watcher reports a whole batch at once); none: the consumer
+    /// is between batches.
     held: AtomicU64,
 }
 
@@ -62,7 +61,6 @@ impl Pace {
             epoch: Instant::now(),
             mark: AtomicU64::new(0),
             item_nanos: AtomicU64::new(u64::MAX),
-            busy: AtomicBool::new(false),
             held: AtomicU64::new(0),
         }
     }
@@ -78,12 +76,7 @@ impl Pace {
     /// The consumer took a batch of `n` items at `now`.
     fn took(&self, n: usize, now: u64) {
         self.mark.store(now, Ordering::Relaxed);
-        self.held.store(n as u64, Ordering::Relaxed);
-        self.busy.store(true, Ordering::Release);
-    }
-
-    fn idle(&self) {
-        self.busy.store(false, Ordering::Release);
+        self.held.store(n as u64, Ordering::Release);
     }
 
     /// `n` items done at `now`.
@@ -101,18 +94,19 @@ impl Pace {
         self.item_nanos.store(avg, Ordering::Relaxed);
         self.mark.store(now, Ordering::Relaxed);
         let held = self.held.load(Ordering::Relaxed);
-        self.held.store(held.saturating_sub(n as u64), Ordering::Relaxed);
+        self.held.store(held.saturating_sub(n as u64), Ordering::Release);
     }
 
     /// Whether the consumer, when it runs, gets through its items quickly: waiting for it then costs a
     /// producer little. One that has not finished an item yet counts as fast until it is stuck (`STUCK`).
     fn is_fast(&self, now: u64) -> bool {
-        if !self.busy.load(Ordering::Acquire) {
+        let held = self.held.load(Ordering::Acquire);
+        if held == 0 {
             // Between batches: it takes the next one as soon as it runs.
             return true;
         }
         let silent = now.saturating_sub(self.mark.load(Ordering::Relaxed));
-        let allowed = STUCK.as_nanos() as u64 + self.held.load(Ordering::Relaxed).saturating_mul(FAST_ITEM_NANOS);
+        let allowed = STUCK.as_nanos() as u64 + held.saturating_mul(FAST_ITEM_NANOS);
         let avg = self.item_nanos.load(Ordering::Relaxed);
         silent <= allowed && (avg == u64::MAX || avg <= FAST_ITEM_NANOS)
     }
@@ -209,7 +203,6 @@ impl<T> Lane<T> {
     /// Takes up to `max` items into `out`, waiting while the lane is empty; marks the consumer running.
     /// Returns false once the lane is closed (or stopped) and empty.
     pub fn pop_batch(&self, out: &mut Vec<T>, max: usize) -> bool {
-        self.pace.idle();
         let mut s = lock(&self.state);
         let mut lingered = false;
         loop {
@@ -301,12 +294,12 @@ impl<T> Lane<T> {
     fn wait_for_room(&self, deadline: Instant) {
         let mut s = lock(&self.state);
         s.producers_waiting += 1;
-        while s.items.len() * 2 > self.capacity && !s.stopped && !s.closed {
-            let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else {
-                break;
-            };
-            s = self.space.wait_timeout(s, left).unwrap_or_else(|p| p.into_inner()).0;
-        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut s = self
+            .space
+            .wait_timeout_while(s, left, |s| s.items.len() * 2 > self.capacity && !s.stopped && !s.closed)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
         s.producers_waiting -= 1;
     }
 
@@ -546,15 +539,11 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
         let deadline = Instant::now() + limit;
         let mut waited = false;
         if sh.incoming_behind.load(Ordering::Relaxed) {
+            let untaken = |inc: &mut Incoming<I, O>| inc.distributing && inc.items * 2 > sh.capacity && !inc.stopped;
             let mut inc = lock(&sh.incoming);
+            waited = untaken(&mut inc);
             inc.relieving += 1;
-            while inc.distributing && inc.items * 2 > sh.capacity && !inc.stopped {
-                let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else {
-                    break;
-                };
-                waited = true;
-                inc = sh.taken.wait_timeout(inc, left).unwrap_or_else(|p| p.into_inner()).0;
-            }
+            let mut inc = sh.taken.wait_timeout_while(inc, limit, untaken).unwrap_or_else(|p| p.into_inner()).0;
             inc.relieving -= 1;
         }
         let behind: Vec<Arc<Lane<O>>> =
@@ -885,7 +874,7 @@ mod tests {
         p.took(500, 0);
         assert!(p.is_fast(stuck + 500 * FAST_ITEM_NANOS));
         assert!(!p.is_fast(stuck + 500 * FAST_ITEM_NANOS + 1));
-        p.took(100, 0);
+        p.took(200, 0);
         // 10 µs an item.
         for i in 1..=100 {
             p.done(1, i * 10_000);
@@ -901,9 +890,9 @@ mod tests {
             p.done(1, t);
         }
         assert!(!p.is_fast(t));
-        // Idle again: it takes the next batch as soon as it runs.
-        p.idle();
-        assert!(p.is_fast(t));
+        // Its batch done: it takes the next one as soon as it runs.
+        p.done(95, t + MS);
+        assert!(p.is_fast(t + MS));
     }
 
     /// A watcher with `n` items queued by the caller (the distribution thread stays out of it).

@@ -470,8 +470,9 @@ impl Drop for EventBroadcaster {
     }
 }
 
-/// One write to do: the correlated event and its patch. The event stays in the allocation the broadcaster
-/// shared it in (this watcher's copy once correlated): moving it would copy about 750 bytes at every step.
+/// One write to do: the correlated event and its patch, and with delivery workers its event's key (namespace
+/// and name, hashed) and worker. The event stays in the allocation the broadcaster shared it in (this
+/// watcher's copy once correlated): moving it would copy about 750 bytes at every step.
 struct Job {
     event: Arc<Event>,
     key: u64,
@@ -481,9 +482,9 @@ struct Job {
     attempts: crate::sink::Attempts,
 }
 
-/// The sink's correlator, and for each event (namespace and name, hashed) the writes correlated and not yet
-/// finished: an answer updates the correlator only when no later write of the same event is under way, so
-/// that answers arriving after later correlations cannot roll a count back.
+/// The sink's correlator, and with delivery workers, for each event (namespace and name, hashed) the writes
+/// correlated and not yet finished: an answer updates the correlator only when no later write of the same
+/// event is under way, so that answers arriving after later correlations cannot roll a count back.
 struct Correlation {
     correlator: EventCorrelator,
     outstanding: HashMap<u64, Outstanding>,
@@ -530,17 +531,10 @@ struct Writer {
 
 impl Writer {
     /// `EventCorrelate` for one event: the write to do, or None when the spam filter skips it.
-    /// `choose` picks the worker for the write, given the worker of the event's earlier writes still under way.
-    fn correlate(
-        &self,
-        c: &mut Correlation,
-        mut shared_event: Arc<Event>,
-        choose: &mut dyn FnMut(Option<usize>) -> usize,
-    ) -> Option<Job> {
+    fn correlate(&self, c: &mut Correlation, mut shared_event: Arc<Event>) -> Option<Job> {
         let counters = &self.shared.counters;
         let event = Arc::make_mut(&mut shared_event);
         let result = c.correlator.correlate_in_place(event);
-        let key = self.key(event);
         let patch = match result {
             Ok(o) => {
                 if o.aggregated {
@@ -567,14 +561,12 @@ impl Writer {
                 Vec::new()
             }
         };
-        let owner = c.outstanding.get(&key).map(|o| o.worker);
-        let worker = choose(owner);
-        let o = c.outstanding.entry(key).or_insert(Outstanding { writes: 0, worker });
-        o.writes += 1;
-        Some(Job { event: shared_event, key, worker, patch, attempts: Default::default() })
+        Some(Job { event: shared_event, key: 0, worker: 0, patch, attempts: Default::default() })
     }
 
-    /// Correlates a batch ahead of the writes (for the delivery workers); the events to write go to `jobs`.
+    /// Correlates a batch ahead of the writes (for the delivery workers); the events to write go to `jobs`,
+    /// each counted as outstanding for its event and given the worker `choose` picks (from the worker of the
+    /// event's earlier writes still under way, if any).
     fn correlate_batch(
         &self,
         batch: &mut Vec<Arc<Event>>,
@@ -582,7 +574,13 @@ impl Writer {
         choose: &mut dyn FnMut(Option<usize>) -> usize,
     ) {
         let mut c = lock(&self.correlation);
-        jobs.extend(batch.drain(..).filter_map(|e| self.correlate(&mut c, e, choose)));
+        for e in batch.drain(..) {
+            let Some(mut job) = self.correlate(&mut c, e) else { continue };
+            job.key = self.key(&job.event);
+            job.worker = choose(c.outstanding.get(&job.key).map(|o| o.worker));
+            c.outstanding.entry(job.key).or_insert(Outstanding { writes: 0, worker: job.worker }).writes += 1;
+            jobs.push_back(job);
+        }
     }
 
     fn key(&self, e: &Event) -> u64 {
@@ -630,7 +628,7 @@ impl Writer {
                 }
                 if jobs.is_empty() {
                     let Some(e) = events.pop_front() else { return };
-                    match self.correlate(&mut lock(&self.correlation), e, &mut |_| 0) {
+                    match self.correlate(&mut lock(&self.correlation), e) {
                         Some(job) => jobs.push_back(job),
                         None => progress.done += 1,
                     }
@@ -640,7 +638,8 @@ impl Writer {
                 let err = match record_event(&*self.sink, Arc::make_mut(&mut job.event), &job.patch) {
                     Ok((answer, written)) => {
                         if sequential {
-                            self.record_answer(job.key, Some(answer.as_ref().unwrap_or(&job.event)));
+                            // client-go's order: the next event is correlated after this update.
+                            lock(&self.correlation).correlator.update_state(answer.as_ref().unwrap_or(&job.event));
                         } else {
                             let answer = answer.unwrap_or_else(|| std::mem::take(Arc::make_mut(&mut job.event)));
                             answers.push((job.key, Some(answer)));
@@ -660,9 +659,7 @@ impl Writer {
                     Next::Abandon(why) => {
                         c.abandoned.fetch_add(1, Ordering::Relaxed);
                         self.report(&why, &job.event, job.attempts.tries);
-                        if sequential {
-                            self.record_answer(job.key, None);
-                        } else {
+                        if !sequential {
                             answers.push((job.key, None));
                         }
                         jobs.pop_front();

@@ -19,6 +19,8 @@ from typing import Any
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from kubevents.sinks import _merge  # the strategic merge of a count patch, as MemorySink applies it
+
 
 @dataclass
 class SeenRequest:
@@ -26,16 +28,6 @@ class SeenRequest:
     path: str
     content_type: str | None
     body: Any
-
-
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
 
 
 class FakeApiServer:

@@ -72,10 +72,11 @@ _VALID_TYPES = ("Normal", "Warning")
 _WATCHER_QUEUE = 1000
 
 
-def _format(note: str, args: tuple[Any, ...]) -> str:
-    if not isinstance(note, str):
-        raise TypeError(f"note: expected str, got {type(note).__name__}")
-    return note % args if args else note
+def _format(text: str, args: tuple[Any, ...], name: str = "note") -> str:
+    """``text % args``, or ``text`` as it is without args (as the recorders format)."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name}: expected str, got {type(text).__name__}")
+    return text % args if args else text
 
 
 class EventsRecorder:

@@ -114,14 +114,8 @@ class MemorySink:
             return len(self._store)
 
 
-class CoreV1Sink:
-    """Writes events with the official ``kubernetes`` client: ``CoreV1Sink(kubernetes.client.CoreV1Api())``.
-
-    Creates in the event's namespace (POST ``/api/v1/namespaces/<ns>/events``) and patches with content type
-    ``application/strategic-merge-patch+json`` (PATCH ``.../events/<name>``), as client-go's
-    ``EventSinkImpl``; returns the server's event as a dict. Unlike client-go's REST client, the Python
-    client does not retry 429 and 5xx answers itself; the broadcaster does (see the module docs).
-    """
+class _CoreV1Client:
+    """What both core/v1 sinks keep of the client: the API object, and its answers as dicts."""
 
     def __init__(self, core_v1_api: Any) -> None:
         self.api = core_v1_api
@@ -131,6 +125,16 @@ class CoreV1Sink:
         if not isinstance(out, dict):
             raise TypeError(f"the API answered {type(obj).__name__}, expected an Event")
         return out
+
+
+class CoreV1Sink(_CoreV1Client):
+    """Writes events with the official ``kubernetes`` client: ``CoreV1Sink(kubernetes.client.CoreV1Api())``.
+
+    Creates in the event's namespace (POST ``/api/v1/namespaces/<ns>/events``) and patches with content type
+    ``application/strategic-merge-patch+json`` (PATCH ``.../events/<name>``), as client-go's
+    ``EventSinkImpl``; returns the server's event as a dict. Unlike client-go's REST client, the Python
+    client does not retry 429 and 5xx answers itself; the broadcaster does (see the module docs).
+    """
 
     def create(self, event: dict[str, Any]) -> dict[str, Any]:
         return self._as_dict(self.api.create_namespaced_event(_namespace(event), event))
@@ -142,20 +146,11 @@ class CoreV1Sink:
         return self._as_dict(out)
 
 
-class AsyncCoreV1Sink:
+class AsyncCoreV1Sink(_CoreV1Client):
     """:class:`CoreV1Sink` for ``kubernetes_asyncio``: ``AsyncCoreV1Sink(kubernetes_asyncio.client.CoreV1Api())``.
 
     Start recording to it from a coroutine: its calls run on that coroutine's event loop.
     """
-
-    def __init__(self, core_v1_api: Any) -> None:
-        self.api = core_v1_api
-
-    def _as_dict(self, obj: Any) -> dict[str, Any]:
-        out = self.api.api_client.sanitize_for_serialization(obj)
-        if not isinstance(out, dict):
-            raise TypeError(f"the API answered {type(obj).__name__}, expected an Event")
-        return out
 
     async def create(self, event: dict[str, Any]) -> dict[str, Any]:
         return self._as_dict(await self.api.create_namespaced_event(_namespace(event), event))

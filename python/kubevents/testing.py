@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubevents._native import object_reference
+from kubevents.events_v1 import _format
 
 __all__ += ["FakeRecorder"]
 
@@ -53,7 +54,7 @@ class FakeRecorder:
 
     def eventf(self, obj: Any, type: str, reason: str, fmt: str, *args: Any, field_path: str | None = None) -> None:
         """Records ``fmt % args`` (``fmt`` as it is without args)."""
-        self._write(obj, None, type, reason, fmt % args if args else fmt)
+        self._write(obj, None, type, reason, _format(fmt, args, "fmt"))
 
     def annotated_eventf(
         self,
@@ -66,13 +67,13 @@ class FakeRecorder:
         field_path: str | None = None,
     ) -> None:
         """``eventf`` with annotations."""
-        self._write(obj, annotations, type, reason, fmt % args if args else fmt)
+        self._write(obj, annotations, type, reason, _format(fmt, args, "fmt"))
 
     def past_eventf(
         self, obj: Any, timestamp: Any, type: str, reason: str, fmt: str, *args: Any, field_path: str | None = None
     ) -> None:
         """``eventf``; the timestamp is not part of the recorded string."""
-        self._write(obj, None, type, reason, fmt % args if args else fmt)
+        self._write(obj, None, type, reason, _format(fmt, args, "fmt"))
 
 # -- events.k8s.io/v1 recording: FakeEventsRecorder --
 
@@ -121,7 +122,7 @@ class FakeEventsRecorder:
         *args: Any,
     ) -> None:
         """``eventf`` with annotations (shown only when ``verbose``, as in client-go)."""
-        message = note % args if args else note
+        message = _format(note, args)
         if not self.verbose:
             line = f"{type} {reason} {message}"
         else:

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{JoinHandle, ThreadId};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
@@ -200,6 +200,23 @@ struct Shared {
 impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits on `idle` while `pending` holds, for at most `timeout`; returns whether it stopped holding.
+    fn wait_while(
+        &self,
+        st: MutexGuard<'_, State>,
+        timeout: Option<Duration>,
+        pending: impl FnMut(&mut State) -> bool,
+    ) -> bool {
+        let mut pending = pending;
+        match timeout {
+            None => {
+                drop(self.idle.wait_while(st, &mut pending).unwrap_or_else(|p| p.into_inner()));
+                true
+            }
+            Some(t) => !self.idle.wait_timeout_while(st, t, pending).unwrap_or_else(|p| p.into_inner()).1.timed_out(),
+        }
     }
 
     fn engine(&self) -> MutexGuard<'_, SeriesEngine> {
@@ -458,7 +475,7 @@ impl PyEventsV1Engine {
     /// present (retries, rounds). Returns False if `timeout` (seconds) ran out first.
     #[pyo3(signature = (timeout=None))]
     fn wait_idle(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
-        let deadline = timeout_arg(timeout)?.map(|d| Instant::now() + d);
+        let timeout = timeout_arg(timeout)?;
         if self.shared.on_worker() {
             return Err(PyRuntimeError::new_err("wait_idle called from the sink, on the engine thread"));
         }
@@ -471,19 +488,7 @@ impl PyEventsV1Engine {
             st.kicks += 1;
             let kick = st.kicks;
             shared.wake.notify_all();
-            while st.idle_for < kick && !st.finished {
-                st = match deadline {
-                    None => shared.idle.wait(st).unwrap_or_else(|p| p.into_inner()),
-                    Some(d) => {
-                        let left = d.saturating_duration_since(Instant::now());
-                        if left.is_zero() {
-                            return false;
-                        }
-                        shared.idle.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0
-                    }
-                };
-            }
-            true
+            shared.wait_while(st, timeout, |st| st.idle_for < kick && !st.finished)
         }))
     }
 
@@ -492,7 +497,7 @@ impl PyEventsV1Engine {
     /// (seconds) ran out first; the thread then finishes in the background.
     #[pyo3(signature = (timeout=None))]
     fn shutdown(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
-        let deadline = timeout_arg(timeout)?.map(|d| Instant::now() + d);
+        let timeout = timeout_arg(timeout)?;
         if self.shared.on_worker() {
             return Err(PyRuntimeError::new_err("shutdown called from the sink, on the engine thread"));
         }
@@ -507,22 +512,7 @@ impl PyEventsV1Engine {
         // A sink never started is released here.
         drop(self.sink.lock().unwrap_or_else(|p| p.into_inner()).take());
         let shared = self.shared.clone();
-        let finished = py.detach(move || {
-            let mut st = shared.state();
-            while !st.finished {
-                st = match deadline {
-                    None => shared.idle.wait(st).unwrap_or_else(|p| p.into_inner()),
-                    Some(d) => {
-                        let left = d.saturating_duration_since(Instant::now());
-                        if left.is_zero() {
-                            return false;
-                        }
-                        shared.idle.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0
-                    }
-                };
-            }
-            true
-        });
+        let finished = py.detach(move || shared.wait_while(shared.state(), timeout, |st| !st.finished));
         if finished {
             if let Some(h) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
                 py.detach(|| h.join()).map_err(|_| PyRuntimeError::new_err("the engine thread failed"))?;
