@@ -83,12 +83,12 @@ fn from_object(py: Python<'_>, o: &Bound<'_, PyAny>, r: &mut ObjectReference) ->
         return Ok(true);
     }
     // The official client's V1ObjectReference.
-    if attr(o, intern!(py, "name"))?.is_some() && attr(o, intern!(py, "field_path"))?.is_some() {
-        string(attr(o, intern!(py, "name"))?, "name", &mut r.name)?;
+    if let (Some(name), Some(field_path)) = (attr(o, intern!(py, "name"))?, attr(o, intern!(py, "field_path"))?) {
+        string(Some(name), "name", &mut r.name)?;
         string(attr(o, intern!(py, "namespace"))?, "namespace", &mut r.namespace)?;
         string(attr(o, intern!(py, "uid"))?, "uid", &mut r.uid)?;
         string(attr(o, intern!(py, "resource_version"))?, "resource_version", &mut r.resource_version)?;
-        string(attr(o, intern!(py, "field_path"))?, "field_path", &mut r.field_path)?;
+        string(Some(field_path), "field_path", &mut r.field_path)?;
         return Ok(true);
     }
     Ok(false)
