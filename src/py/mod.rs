@@ -19,6 +19,12 @@ mod lab;
 
 use pyo3::prelude::*;
 
+// Rust allocations of the extension only (Python keeps its own). Events are allocated on the recording
+// thread and freed on a sink's: glibc malloc then takes its slow paths on both sides; mimalloc frees across
+// threads cheaply. Measured in BENCHMARKS.md (run 13).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<clock::PyRealClock>()?;
