@@ -290,6 +290,53 @@ def test_reason_and_message_are_kept_as_given():
     assert (evs[0]["message"], evs[0].get("reason")) == (long, None)
 
 
+def test_the_sink_gets_the_events_json_shape_key_for_key_in_order():
+    """Every key set, ASCII or not, in the order Go's JSON writes them; dicts of other shapes in between
+    (no reason, annotations, a field path) keep their own keys."""
+    sent = []
+
+    class Capture:
+        def create(self, event):
+            sent.append(event)
+            return event
+
+        def patch(self, event, patch):
+            sent.append(event)
+            return event
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "café", "namespace": "baz", "uid": "u1"}}
+    with kubevents.Broadcaster(clock=kubevents.IntervalClock(START, 1)) as b:
+        b.start_recording_to_sink(Capture())
+        r = b.new_recorder("ctl", "node-1")
+        r.event(pod, "Warning", "Ünïcode", "héllo ✓")
+        r.event(TEST_POD, "Normal", "", "no reason")
+        r.annotated_eventf(TEST_REF, {"a": "b"}, "Normal", "Started", "plain ascii")
+        r.event(pod, "Warning", "Ünïcode", "héllo ✓")
+    first, no_reason, annotated, repeat = sent
+    assert list(first) == [
+        "metadata", "involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp", "count",
+        "type", "eventTime", "reportingComponent", "reportingInstance",
+    ]
+    # "café" is no DNS subdomain, so the event is named by a UUID, as in client-go.
+    assert len(first["metadata"]["name"]) == 36 and first["metadata"]["namespace"] == "baz"
+    assert list(first["involvedObject"].items()) == [
+        ("kind", "Pod"), ("namespace", "baz"), ("name", "café"), ("uid", "u1"), ("apiVersion", "v1"),
+    ]
+    assert (first["reason"], first["message"], first["type"], first["count"]) == ("Ünïcode", "héllo ✓", "Warning", 1)
+    assert first["firstTimestamp"] == first["lastTimestamp"] == "2024-01-01T00:00:01Z"
+    assert first["eventTime"] is None
+    assert first["source"] == {"component": "ctl", "host": "node-1"}
+    assert (first["reportingComponent"], first["reportingInstance"]) == ("ctl", "node-1")
+    # The strings are ordinary str: equal to literals, hashed alike, and as long as their text.
+    assert {"Warning": 1}[first["type"]] == 1 and len(first["message"]) == 7
+    assert "reason" not in no_reason and list(no_reason)[2] == "message"
+    assert annotated["metadata"]["annotations"] == {"a": "b"}
+    assert annotated["involvedObject"]["fieldPath"] == "spec.containers[2]"
+    assert list(annotated["involvedObject"])[-1] == "fieldPath"
+    assert repeat["count"] == 2 and repeat["firstTimestamp"] != repeat["lastTimestamp"]
+    assert list(repeat) == list(first)
+
+
 def test_annotated_and_past_events():
     past = datetime(2020, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
 

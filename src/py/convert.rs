@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyMapping, PyString};
@@ -166,12 +167,49 @@ pub fn event_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Event> {
     Ok(e)
 }
 
+/// A Python str of `s`. ASCII text (nearly every string of an event) is copied straight into a new compact
+/// str, as jiter does: `PyUnicode_FromStringAndSize` first decodes it as UTF-8, byte by byte, which made a
+/// good part of building a sink's event dict.
+pub(super) fn py_str<'py>(py: Python<'py>, s: &str) -> PyResult<Bound<'py, PyString>> {
+    if s.is_ascii() {
+        ascii_str(py, s.as_bytes())
+    } else {
+        Ok(PyString::new(py, s))
+    }
+}
+
+/// A Python str of ASCII `bytes` (checked by the caller).
+fn ascii_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>> {
+    debug_assert!(bytes.is_ascii());
+    let len = isize::try_from(bytes.len()).map_err(|_| PyValueError::new_err("string too long for Python"))?;
+    // SAFETY: PyUnicode_New(len, 127) returns a new compact ASCII str with room for `len` bytes (or NULL with
+    // an exception set); the bytes copied in are ASCII, as its kind requires.
+    unsafe {
+        let ptr = ffi::PyUnicode_New(len, 127);
+        if ptr.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), ffi::PyUnicode_1BYTE_DATA(ptr), bytes.len());
+        Ok(Bound::from_owned_ptr(py, ptr).cast_into_unchecked())
+    }
+}
+
+/// `metav1.Time` as JSON writes it, `2006-01-02T15:04:05Z`.
+fn py_time<'py>(py: Python<'py>, t: Time) -> PyResult<Bound<'py, PyString>> {
+    ascii_str(py, &t.rfc3339_bytes())
+}
+
+/// Sets `key` to `v`, always.
+fn set_text(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, v: &str) -> PyResult<()> {
+    d.set_item(key, py_str(d.py(), v)?)
+}
+
 /// Sets `key` unless `v` is empty (Go's `omitempty`).
 pub(super) fn set_str(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, v: &str) -> PyResult<()> {
     if v.is_empty() {
         Ok(())
     } else {
-        d.set_item(key, v)
+        set_text(d, key, v)
     }
 }
 
@@ -179,8 +217,42 @@ pub(super) fn time_str(t: Option<Time>, micro: bool) -> Option<String> {
     t.map(|t| if micro { t.to_rfc3339_micro() } else { t.to_rfc3339() })
 }
 
-pub fn reference_to_py<'py>(py: Python<'py>, r: &ObjectReference) -> PyResult<Bound<'py, PyDict>> {
+/// Empty dicts with given keys (values None), one per key set, to copy. A copy takes the key table in one
+/// allocation and setting an existing key is a lookup, where a dict built key by key resized twice on the way
+/// to an event's dozen keys. Few key sets occur (an event's optional fields are mostly all set or all empty),
+/// so they are searched in a short list; past `MAX_SHAPES` dicts are built key by key.
+static SHAPES: std::sync::Mutex<Vec<(Shape, u32, Py<PyDict>)>> = std::sync::Mutex::new(Vec::new());
+const MAX_SHAPES: usize = 64;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Event,
+    Reference,
+}
+
+/// A new dict with the `keys` whose `present` flag is set, in order, each None.
+fn shaped_dict<'py>(py: Python<'py>, shape: Shape, keys: &[&str], present: &[bool]) -> PyResult<Bound<'py, PyDict>> {
+    let mask = present.iter().enumerate().fold(0u32, |m, (i, &p)| m | (u32::from(p) << i));
+    let mut shapes = SHAPES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, _, t)) = shapes.iter().find(|(s, m, _)| *s == shape && *m == mask) {
+        return t.bind(py).copy();
+    }
     let d = PyDict::new(py);
+    for (k, _) in keys.iter().zip(present).filter(|(_, &p)| p) {
+        d.set_item(PyString::intern(py, k), py.None())?;
+    }
+    if shapes.len() < MAX_SHAPES {
+        shapes.push((shape, mask, d.clone().unbind()));
+        return d.copy();
+    }
+    Ok(d)
+}
+
+const REFERENCE_KEYS: [&str; 7] = ["kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath"];
+
+pub fn reference_to_py<'py>(py: Python<'py>, r: &ObjectReference) -> PyResult<Bound<'py, PyDict>> {
+    let values = [&r.kind, &r.namespace, &r.name, &r.uid, &r.api_version, &r.resource_version, &r.field_path];
+    let d = shaped_dict(py, Shape::Reference, &REFERENCE_KEYS, &values.map(|v| !v.is_empty()))?;
     set_str(&d, intern!(py, "kind"), &r.kind)?;
     set_str(&d, intern!(py, "namespace"), &r.namespace)?;
     set_str(&d, intern!(py, "name"), &r.name)?;
@@ -219,9 +291,48 @@ pub(super) fn series_to_py<'py>(py: Python<'py>, s: &EventSeries) -> PyResult<Bo
     Ok(sd)
 }
 
+const EVENT_KEYS: [&str; 17] = [
+    "apiVersion",
+    "kind",
+    "metadata",
+    "involvedObject",
+    "reason",
+    "message",
+    "source",
+    "firstTimestamp",
+    "lastTimestamp",
+    "count",
+    "type",
+    "eventTime",
+    "series",
+    "action",
+    "related",
+    "reportingComponent",
+    "reportingInstance",
+];
+
 /// A core/v1 Event as the dict `json.loads` would give for Go's JSON of it.
 pub fn event_to_py<'py>(py: Python<'py>, e: &Event) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
+    let present = [
+        !e.api_version.is_empty(),
+        !e.kind.is_empty(),
+        true,
+        true,
+        !e.reason.is_empty(),
+        !e.message.is_empty(),
+        true,
+        true,
+        true,
+        e.count != 0,
+        !e.type_.is_empty(),
+        true,
+        e.series.is_some(),
+        !e.action.is_empty(),
+        e.related.is_some(),
+        true,
+        true,
+    ];
+    let d = shaped_dict(py, Shape::Event, &EVENT_KEYS, &present)?;
     set_str(&d, intern!(py, "apiVersion"), &e.api_version)?;
     set_str(&d, intern!(py, "kind"), &e.kind)?;
     d.set_item(intern!(py, "metadata"), meta_to_py(py, &e.metadata)?)?;
@@ -229,19 +340,25 @@ pub fn event_to_py<'py>(py: Python<'py>, e: &Event) -> PyResult<Bound<'py, PyDic
     set_str(&d, intern!(py, "reason"), &e.reason)?;
     set_str(&d, intern!(py, "message"), &e.message)?;
     d.set_item(intern!(py, "source"), source_to_py(py, &e.source)?)?;
-    let first = time_str(e.first_timestamp, false).map(|t| PyString::new(py, &t));
+    let first = e.first_timestamp.map(|t| py_time(py, t)).transpose()?;
     // A first occurrence has both timestamps equal: one string serves both.
     let last = match &first {
         Some(f) if e.last_timestamp == e.first_timestamp => Some(f.clone()),
-        _ => time_str(e.last_timestamp, false).map(|t| PyString::new(py, &t)),
+        _ => e.last_timestamp.map(|t| py_time(py, t)).transpose()?,
     };
-    d.set_item(intern!(py, "firstTimestamp"), first)?;
-    d.set_item(intern!(py, "lastTimestamp"), last)?;
+    if let Some(f) = first {
+        d.set_item(intern!(py, "firstTimestamp"), f)?;
+    }
+    if let Some(l) = last {
+        d.set_item(intern!(py, "lastTimestamp"), l)?;
+    }
     if e.count != 0 {
         d.set_item(intern!(py, "count"), e.count)?;
     }
     set_str(&d, intern!(py, "type"), &e.type_)?;
-    d.set_item(intern!(py, "eventTime"), time_str(e.event_time, true))?;
+    if let Some(t) = time_str(e.event_time, true) {
+        set_text(&d, intern!(py, "eventTime"), &t)?;
+    }
     if let Some(s) = &e.series {
         d.set_item(intern!(py, "series"), series_to_py(py, s)?)?;
     }
@@ -249,8 +366,8 @@ pub fn event_to_py<'py>(py: Python<'py>, e: &Event) -> PyResult<Bound<'py, PyDic
     if let Some(r) = &e.related {
         d.set_item(intern!(py, "related"), reference_to_py(py, r)?)?;
     }
-    d.set_item(intern!(py, "reportingComponent"), &e.reporting_controller)?;
-    d.set_item(intern!(py, "reportingInstance"), &e.reporting_instance)?;
+    set_text(&d, intern!(py, "reportingComponent"), &e.reporting_controller)?;
+    set_text(&d, intern!(py, "reportingInstance"), &e.reporting_instance)?;
     Ok(d)
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyDict};
 
 use super::clock::{clock_arg, is_real_clock, timeout_arg, to_duration};
 use super::convert::{meta_to_py, reference_to_py, series_to_py, set_str, source_to_py, time_str, type_name};
@@ -114,13 +114,12 @@ impl PySinkV1 {
     ) -> Result<Option<EventV1>, SinkError> {
         Python::attach(|py| {
             let arg = event_v1_to_py(py, event).map_err(|e| SinkError::RequestConstruction(e.to_string()))?;
-            let args = match patch {
-                None => PyTuple::new(py, [arg]),
-                Some(p) => PyTuple::new(py, [arg, PyBytes::new(py, p).into_any()]),
-            }
-            .map_err(|e| SinkError::RequestConstruction(e.to_string()))?;
             let method = if create { &self.create } else { &self.patch };
-            match self.caller.call(py, method, args) {
+            let out = match patch {
+                None => self.caller.call(py, method, (arg,)),
+                Some(p) => self.caller.call(py, method, (arg, PyBytes::new(py, p))),
+            };
+            match out {
                 // An answer that is not an event is taken as "written as sent".
                 Ok(out) if answer && out.is_instance_of::<PyDict>() => Ok(event_v1_from_py(&out, "sink answer").ok()),
                 Ok(_) => Ok(None),

@@ -83,12 +83,13 @@ impl PySink {
         Ok(PySink { create: create.unbind(), patch: patch.unbind(), locals, turns })
     }
 
-    /// Calls `method(*args)`; an awaitable result is awaited on the sink's loop, without the GIL.
+    /// Calls `method(*args)`; an awaitable result is awaited on the sink's loop, without the GIL. `args` is a
+    /// Rust tuple (a vectorcall, with no argument tuple to build) or a Python one.
     pub fn call<'py>(
         &self,
         py: Python<'py>,
         method: &Py<PyAny>,
-        args: Bound<'py, pyo3::types::PyTuple>,
+        args: impl pyo3::call::PyCallArgs<'py>,
     ) -> Result<Bound<'py, PyAny>, WriteError> {
         let out = method.bind(py).call1(args).map_err(|e| classify(py, &e))?;
         // A dict or None is the common answer; looking up `__await__` on it would raise and catch inside.
@@ -187,8 +188,7 @@ impl EventSink for PySink {
     fn create_in_place(&self, event: &mut Event) -> Result<Option<Event>, WriteError> {
         Python::attach(|py| {
             let d = event_to_py(py, event).map_err(|e| classify(py, &e))?;
-            let args = pyo3::types::PyTuple::new(py, [d.as_any()]).map_err(|e| classify(py, &e))?;
-            let out = self.call(py, &self.create, args)?;
+            let out = self.call(py, &self.create, (&d,))?;
             self.answer(event, &d, out)
         })
     }
@@ -196,9 +196,7 @@ impl EventSink for PySink {
     fn patch_in_place(&self, event: &mut Event, patch: &[u8]) -> Result<Option<Event>, WriteError> {
         Python::attach(|py| {
             let d = event_to_py(py, event).map_err(|e| classify(py, &e))?;
-            let args = pyo3::types::PyTuple::new(py, [d.as_any(), PyBytes::new(py, patch).as_any()])
-                .map_err(|e| classify(py, &e))?;
-            let out = self.call(py, &self.patch, args)?;
+            let out = self.call(py, &self.patch, (&d, PyBytes::new(py, patch)))?;
             self.answer(event, &d, out)
         })
     }
