@@ -182,3 +182,29 @@ def test_an_answer_that_is_the_dict_sent_is_read_back():
     # A bad answer abandons its write and nothing of it is kept: the repeat keeps the name it was sent with.
     assert bad.seen == [("create", bad.seen[0][1], None), ("patch", bad.seen[0][1], None)]
     assert (stats["created"], stats["patched"], stats["abandoned"]) == (0, 1, 1)
+
+
+def test_a_first_timestamp_changed_in_the_dict_sent_is_read_back():
+    class MovesFirstTimestamp:
+        def __init__(self):
+            self.firsts = []
+
+        def create(self, event):
+            self.firsts.append(event["firstTimestamp"])
+            event["firstTimestamp"] = "2020-01-01T00:00:00Z"
+            return event
+
+        def patch(self, event, patch):
+            self.firsts.append(event["firstTimestamp"])
+            return event
+
+    ref = {"kind": "Pod", "namespace": "ns", "name": "p", "uid": "u", "apiVersion": "v1"}
+    sink = MovesFirstTimestamp()
+    b = kubevents.Broadcaster(clock=kubevents.FakeClock(1_700_000_000.5))
+    b.start_recording_to_sink(sink)
+    r = b.new_recorder("test")
+    r.event(ref, "Normal", "Pulled", "pulled")
+    r.event(ref, "Normal", "Pulled", "pulled")
+    b.shutdown()
+    # The repeat is patched with the first timestamp of the answer, not the one sent.
+    assert sink.firsts == ["2023-11-14T22:13:20Z", "2020-01-01T00:00:00Z"]

@@ -133,16 +133,15 @@ impl PySink {
 }
 
 /// Sets the fields `UpdateState` keeps (name, resourceVersion, count, firstTimestamp) of `e` from `d`; on an
-/// error `e` stays as sent.
-fn state_fields(py: Python<'_>, e: &mut Event, d: &Bound<'_, PyDict>) -> PyResult<()> {
-    let text = |v: Option<Bound<'_, PyAny>>, what: &str| -> PyResult<String> {
+/// error `e` stays as sent. Values equal to the sent ones (the common answer) are neither copied nor parsed.
+fn state_fields<'py>(py: Python<'py>, e: &mut Event, d: &Bound<'py, PyDict>) -> PyResult<()> {
+    let text = |v: Option<Bound<'py, PyAny>>, what: &str| -> PyResult<Option<Bound<'py, PyString>>> {
         match v.filter(|v| !v.is_none()) {
-            None => Ok(String::new()),
-            Some(v) => {
-                let s =
-                    v.cast::<PyString>().map_err(|_| PyTypeError::new_err(format!("event.{what}: expected str")))?;
-                Ok(s.to_str()?.to_owned())
-            }
+            None => Ok(None),
+            Some(v) => v
+                .cast_into::<PyString>()
+                .map(Some)
+                .map_err(|_| PyTypeError::new_err(format!("event.{what}: expected str"))),
         }
     };
     let mut meta = None;
@@ -157,17 +156,26 @@ fn state_fields(py: Python<'_>, e: &mut Event, d: &Bound<'_, PyDict>) -> PyResul
         Some(v) => v.extract::<i32>().map_err(|_| PyTypeError::new_err("event.count: expected an int32"))?,
     };
     let first = text(d.get_item(intern!(py, "firstTimestamp"))?, "firstTimestamp")?;
-    let first_timestamp = if first.is_empty() {
-        None
-    } else {
-        Some(
-            crate::time::Time::parse_rfc3339(&first)
+    let first = first.as_ref().map(|s| s.to_str()).transpose()?.unwrap_or("");
+    let first_timestamp = match e.first_timestamp {
+        _ if first.is_empty() => None,
+        // As parsed: metav1.Time has whole seconds.
+        Some(t) if t.rfc3339_bytes() == first.as_bytes() => {
+            Some(crate::time::Time::from_unix_nanos(t.unix_nanos() - t.unix_nanos().rem_euclid(1_000_000_000)))
+        }
+        _ => Some(
+            crate::time::Time::parse_rfc3339(first)
                 .map_err(|err| PyValueError::new_err(format!("event.firstTimestamp: {err}")))?,
-        )
+        ),
     };
     if let Some((name, resource_version)) = meta {
-        e.metadata.name = name;
-        e.metadata.resource_version = resource_version;
+        let name = name.as_ref().map(|s| s.to_str()).transpose()?.unwrap_or("");
+        let resource_version = resource_version.as_ref().map(|s| s.to_str()).transpose()?.unwrap_or("");
+        for (field, value) in [(&mut e.metadata.name, name), (&mut e.metadata.resource_version, resource_version)] {
+            if field != value {
+                value.clone_into(field);
+            }
+        }
     }
     e.count = count;
     e.first_timestamp = first_timestamp;
