@@ -173,10 +173,11 @@ thread_local! {
 /// milliseconds, and without the wait a burst overflows their queues meanwhile.
 pub const DEFAULT_CATCH_UP_WAIT: Duration = Duration::from_millis(5);
 
-/// How long one `EventSink::batch` runs at most. A Python sink holds the GIL through it; held past CPython's
-/// switch interval (5 ms), the GIL is taken from the sink mid-batch and the recording threads then run
-/// unchecked until the sink claims it back, long enough to overflow its queue.
-pub const BATCH_SLICE: Duration = Duration::from_millis(1);
+/// How long one `EventSink::batch` runs at most: enough for a batch of `notify_at` events. A Python sink holds
+/// the GIL through it; held past CPython's switch interval (5 ms), the GIL is taken from the sink mid-batch
+/// and the recording threads then run unchecked until the sink claims it back, long enough to overflow its
+/// queue.
+pub const BATCH_SLICE: Duration = Duration::from_millis(2);
 
 impl EventBroadcaster {
     pub fn new(options: Options, reporter: Arc<dyn Reporter>) -> Result<Self> {
