@@ -2,6 +2,9 @@
 object references, FakeRecorder."""
 
 import logging
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
@@ -452,3 +455,29 @@ def test_start_logging_to_a_logger_at_info(caplog):
     assert all(r.levelno == logging.INFO for r in caplog.records if r.name == "my-controller-events")
     with pytest.raises(TypeError, match="logging.Logger or a callable"):
         kubevents.Broadcaster().start_logging(42)
+
+
+def test_converting_an_event_inside_a_conversion_does_not_hang():
+    """A garbage collection while an event dict is being built may run Python code that builds another (a
+    gc callback here; a finalizer in real code). Run in a child process so that a hang fails the test."""
+    script = textwrap.dedent(
+        """
+        import gc, kubevents
+        ref = {"kind": "Pod", "namespace": "ns", "name": "p", "uid": "u", "apiVersion": "v1"}
+        inner, busy = [], []
+        def convert_again(phase, info):
+            if phase == "start" and not busy:
+                busy.append(1)
+                inner.append(kubevents.make_event(ref, "Normal", "Inner", "from a collection", source="gc"))
+                busy.pop()
+        gc.callbacks.append(convert_again)
+        gc.set_threshold(1)
+        outer = [kubevents.make_event(ref, "Normal", "Outer", "m", source="t") for _ in range(50)]
+        gc.set_threshold(700)
+        gc.callbacks.remove(convert_again)
+        print(len(outer), len(inner) > 0, {e["reason"] for e in inner})
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["50", "True", "{'Inner'}"]

@@ -230,19 +230,23 @@ enum Shape {
     Reference,
 }
 
-/// A new dict with the `keys` whose `present` flag is set, in order, each None.
+/// A new dict with the `keys` whose `present` flag is set, in order, each None. The lock is never held
+/// across a call into Python, which may run arbitrary code (a finalizer) that converts an event too.
 fn shaped_dict<'py>(py: Python<'py>, shape: Shape, keys: &[&str], present: &[bool]) -> PyResult<Bound<'py, PyDict>> {
     let mask = present.iter().enumerate().fold(0u32, |m, (i, &p)| m | (u32::from(p) << i));
-    let mut shapes = SHAPES.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, _, t)) = shapes.iter().find(|(s, m, _)| *s == shape && *m == mask) {
-        return t.bind(py).copy();
+    let shapes = || SHAPES.lock().unwrap_or_else(|p| p.into_inner());
+    let known = shapes().iter().find(|(s, m, _)| *s == shape && *m == mask).map(|(_, _, t)| t.clone_ref(py));
+    if let Some(template) = known {
+        return template.bind(py).copy();
     }
     let d = PyDict::new(py);
     for (k, _) in keys.iter().zip(present).filter(|(_, &p)| p) {
         d.set_item(PyString::intern(py, k), py.None())?;
     }
-    if shapes.len() < MAX_SHAPES {
-        shapes.push((shape, mask, d.clone().unbind()));
+    let mut all = shapes();
+    if all.len() < MAX_SHAPES && !all.iter().any(|(s, m, _)| *s == shape && *m == mask) {
+        all.push((shape, mask, d.clone().unbind()));
+        drop(all);
         return d.copy();
     }
     Ok(d)
