@@ -412,7 +412,7 @@ def test_async_with_shuts_down_off_the_loop_so_async_sink_calls_finish():
 def test_bad_input_raises_with_a_message():
     b = kubevents.EventsBroadcaster(NullSink())
     rec = b.new_recorder("c", "i")
-    with pytest.raises(ValueError, match="type: must be 'Normal' or 'Warning', got 'Info'"):
+    with pytest.raises(ValueError, match='type: must be "Normal" or "Warning", got "Info"'):
         rec.eventf(POD, None, "Info", "r", "a", "n")
     with pytest.raises(ValueError, match="regarding: cannot make an object reference of a NoneType"):
         rec.eventf(None, None, "Normal", "r", "a", "n")

@@ -282,7 +282,7 @@ def test_type_must_be_normal_or_warning():
     b = kubevents.Broadcaster()
     r = b.new_recorder("c")
     for bad in ["normal", "Info", ""]:
-        with pytest.raises(ValueError, match='"Normal" or "Warning"'):
+        with pytest.raises(ValueError, match=f'type: must be "Normal" or "Warning", got "{bad}"'):
             r.event(TEST_POD, bad, "Started", "m")
     assert b.shutdown()["received"] == 0
 

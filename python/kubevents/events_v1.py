@@ -107,7 +107,9 @@ class EventsRecorder:
     ) -> None:
         """``eventf`` with annotations on the event's metadata."""
         if type not in _VALID_TYPES:
-            raise ValueError(f"type: must be 'Normal' or 'Warning', got {type!r}")
+            # Quoted as the core/v1 recorder quotes it (Go's %q), so both recorders word the error alike.
+            got = json.dumps(type) if isinstance(type, str) else repr(type)
+            raise ValueError(f'type: must be "Normal" or "Warning", got {got}')
         self._broadcaster._record(
             regarding, related, None if annotations is None else dict(annotations), type, reason, action,
             _format(note, args), self.reporting_controller, self.reporting_instance,
