@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ import pytest
 
 import kubevents
 from kubevents.__main__ import main
-from kubevents.traces import kubelet_storm
+from kubevents.traces import from_kubectl, kubelet_storm
 
 NS = 10**9
 T0 = 1_700_000_000 * NS
@@ -169,3 +170,19 @@ def test_huge_cache_size_does_not_abort(trace_file):
     assert rc in (0, 2), f"exit status {rc}: {p.stderr.strip().splitlines()[:1]}"
     if rc == 2:
         assert p.stderr.startswith("kubevents: ")
+
+
+def test_main_replays_a_kubectl_dump(capsys):
+    sample = pathlib.Path(__file__).resolve().parents[1] / "notebooks" / "data" / "kubectl-get-events.json"
+    assert main(["--kubectl", str(sample), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    want = kubevents.simulate(from_kubectl(sample), per_object=True).totals
+    assert (r["events"], r["creates"], r["patches"]) == (want["events"], want["creates"], want["patches"])
+    assert r["events"] > 0
+
+    assert main(["--kubectl", str(sample)]) == 0
+    assert capsys.readouterr().out.startswith(f"trace: kubectl dump {sample}\n")
+
+    with pytest.raises(SystemExit):
+        main(["--kubectl", str(sample), "--trace", str(sample)])
+    assert "not allowed with argument" in capsys.readouterr().err

@@ -1,7 +1,8 @@
 """``python -m kubevents``: replay an event trace through client-go's correlator and report what reaches
 the API server.
 
-Without ``--trace`` it replays a built-in hour of a kubelet during an incident (``kubevents.traces.kubelet_storm``).
+Without ``--trace`` (a JSON Lines trace) or ``--kubectl`` (a ``kubectl get events -A -o json`` dump) it replays a
+built-in hour of a kubelet during an incident (``kubevents.traces.kubelet_storm``).
 
 ``python -m kubevents sweep --trace FILE --grid burst=10,25,50 --grid qps=0.0033,0.01 [--csv out.csv]`` replays
 the trace under every combination of the grid instead (``python -m kubevents sweep --help``).
@@ -14,7 +15,7 @@ import json
 import sys
 
 import kubevents
-from kubevents.traces import kubelet_storm
+from kubevents._cli import add_trace_options, trace_of
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -22,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m kubevents",
         description="Replay an event trace through client-go's EventCorrelator on a virtual clock.",
     )
-    p.add_argument("--trace", metavar="FILE", help="JSON Lines trace (default: a built-in kubelet storm)")
+    add_trace_options(p)
     p.add_argument("--burst", type=int, default=25, help="spam filter burst per source+object (default 25)")
     p.add_argument("--qps", type=float, default=1 / 300, help="spam filter refill, tokens/s (default 1/300)")
     p.add_argument("--max-events", type=int, default=10,
@@ -81,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return _sweep_cli.main((sys.argv[1:] if argv is None else argv)[1:])
     args = _parser().parse_args(argv)
-    trace = args.trace if args.trace else kubelet_storm()
     try:
+        trace, source = trace_of(args)
         sim = kubevents.simulate(
             trace,
             burst=args.burst,
@@ -99,7 +100,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(r, indent=2))
     else:
-        source = args.trace or "built-in kubelet storm (kubevents.traces.kubelet_storm)"
         print(f"trace: {source}")
         print(_table(r))
     return 0

@@ -9,8 +9,8 @@ import sys
 from fractions import Fraction
 
 import kubevents
+from kubevents._cli import add_trace_options, trace_of
 from kubevents.lab import GRID_OPTIONS, METRICS
-from kubevents.traces import from_kubectl, kubelet_storm
 
 # The columns of the printed table; --csv writes every metric asked for.
 TABLE = ("writes", "write_reduction", "spam_skipped", "aggregated", "message_share", "reason_share", "unreported",
@@ -22,9 +22,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m kubevents sweep",
         description="Replay a trace under every combination of correlator options and compare the metrics.",
     )
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--trace", metavar="FILE", help="JSON Lines trace (default: a built-in kubelet storm)")
-    src.add_argument("--kubectl", metavar="FILE", help="a `kubectl get events -A -o json` dump instead")
+    add_trace_options(p)
     p.add_argument("--grid", metavar="OPTION=V1,V2,...", action="append", default=[], required=True,
                    help=f"values of one option ({', '.join(GRID_OPTIONS)}); repeat for more options")
     p.add_argument("--metrics", metavar="M1,M2,...", help="metrics to keep (default: all; see kubevents.lab)")
@@ -70,10 +68,7 @@ def main(argv: list[str]) -> int:
     try:
         grid = parse_grid(args.grid)
         metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else list(METRICS)
-        if args.kubectl:
-            trace = from_kubectl(args.kubectl)
-        else:
-            trace = args.trace or kubelet_storm()
+        trace, _ = trace_of(args)
         rows = kubevents.sweep(trace, grid, metrics=metrics, workers=args.workers, window=args.window,
                                progress=not args.no_progress)
     except (OSError, TypeError, ValueError) as e:
