@@ -649,7 +649,8 @@ class GenericPLEG:
     def watch(self) -> EventChannel:
         """The event channel."""
     def start(self) -> None:
-        """Relists now and ``relist_period`` after each relist, on the clock, in a background thread."""
+        """Relists now and ``relist_period`` after each relist, on the clock, in a background thread; with
+        ``on_demand_relist``, serves relist requests in between."""
     def stop(self) -> None:
         """Stops the loop, waiting for a relist in progress."""
     @property

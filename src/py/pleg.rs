@@ -1061,7 +1061,8 @@ impl PyGenericPLEG {
         PyEventChannel { inner: self.inner.channel().clone() }
     }
 
-    /// Relists now and then `relist_period` after each relist ends, on the clock, in a background thread.
+    /// Relists now and then `relist_period` after each relist ends, on the clock, in a background thread;
+    /// with `on_demand_relist`, serves relist requests in between.
     fn start(&self) -> PyResult<()> {
         self.inner.start()?;
         let weak = Arc::downgrade(&self.inner);
