@@ -123,6 +123,19 @@ impl StopSignal {
     /// read). The system clock (`real_time`) is slept on; any other clock is read again every
     /// `VIRTUAL_CLOCK_POLL`, so that stepping a fake clock ends the wait at once.
     pub fn sleep_until(&self, clock: &dyn Clock, deadline: Time, real_time: bool) -> bool {
+        self.sleep_until_or(clock, deadline, real_time, |d| self.wait(d))
+    }
+
+    /// `sleep_until` with the pause between clock reads supplied: `pause(d)` waits up to `d` and returns
+    /// true to end the wait early, which returns true unless this signal is stopped (something else is
+    /// ready), so a pause must also end when the signal is stopped.
+    pub fn sleep_until_or(
+        &self,
+        clock: &dyn Clock,
+        deadline: Time,
+        real_time: bool,
+        mut pause: impl FnMut(Duration) -> bool,
+    ) -> bool {
         loop {
             if self.is_stopped() {
                 return false;
@@ -133,8 +146,8 @@ impl StopSignal {
             }
             let wait =
                 if real_time { Duration::from_nanos(deadline.since(now).max(0) as u64) } else { VIRTUAL_CLOCK_POLL };
-            if self.wait(wait) {
-                return false;
+            if pause(wait) {
+                return !self.is_stopped();
             }
         }
     }

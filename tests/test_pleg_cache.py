@@ -117,6 +117,28 @@ def test_delete_does_not_notify_and_the_payload_is_read_at_notify_time():
     assert out == [({"id": "pod"}, None)]
 
 
+def test_observed_time_is_a_per_pod_update_time():
+    """Era C's SetObservedTime (semantics chosen here, see kubevents.pleg): that pod's waiters are notified
+    at an equal time and answered at once for earlier ones, with the status unchanged; other pods wait."""
+    cache = PodCache()
+    s = status("pod", 1)
+    cache.set("pod", s, None, T)
+    th, out = blocked_waiter(cache, "pod", T + 5)
+    th_other, out_other = blocked_waiter(cache, "other", T + 5)
+    cache.set_observed_time("pod", T + 5)
+    th.join(10)
+    assert out == [(s, None)] and cache.get("pod") == (s, None)
+    assert out_other == [] and cache.waiters == 1
+    assert not ready_now(cache, "pod", T + 5) and ready_now(cache, "pod", T + 4)
+    cache.set_observed_time("pod", T + 1)
+    assert cache.observed_time("pod").timestamp() == T + 5, "it only moves forward"
+    cache.set_observed_time("other", T + 5)
+    th_other.join(10)
+    assert out_other == [({"id": "other"}, None)], "a pod without an entry gets the default status"
+    cache.delete("pod")
+    assert cache.observed_time("pod") is None and not ready_now(cache, "pod", T + 4)
+
+
 def test_timeout_raises_and_unsubscribes():
     cache = PodCache()
     with pytest.raises(TimeoutError, match="pod"):

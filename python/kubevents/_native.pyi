@@ -456,7 +456,11 @@ _Status = dict[str, Any]
 """A pod status dict; the PLEG reads ``ips``, ``sandbox_statuses`` and ``timestamp`` and keeps the rest."""
 
 class _Runtime(Protocol):
-    """What ``GenericPLEG`` relists: ``get_pods()`` and ``get_pod_status(pod)`` (pod given as a dict)."""
+    """What ``GenericPLEG`` relists: ``get_pods()`` and ``get_pod_status(pod)`` (pod given as a dict).
+
+    With ``on_demand_relist=True`` it also needs ``get_pod(uid)``: one pod in a form ``get_pods()`` may list
+    it, or None when the runtime has nothing of the pod (a protocol cannot mark a method optional).
+    """
 
     def get_pods(self) -> Iterable[_PodLike] | PodList: ...
     def get_pod_status(self, pod: dict[str, Any]) -> _Status | tuple[_Status | None, BaseException | None]: ...
@@ -545,6 +549,11 @@ class PodCache:
         """Removes the entry without waking waiters."""
     def update_time(self, timestamp: _TimeLike) -> None:
         """Sets the global timestamp and wakes the waiters it satisfies."""
+    def set_observed_time(self, uid: str, timestamp: _TimeLike) -> None:
+        """``SetObservedTime``: the pod is fresh as of ``timestamp``, its status unchanged; wakes that pod's
+        waiters as ``update_time`` would."""
+    def observed_time(self, uid: str) -> datetime | None:
+        """The pod's latest ``set_observed_time``, None if it has none."""
     @property
     def timestamp(self) -> datetime | None:
         """The global timestamp, None before the first ``update_time``."""
@@ -601,6 +610,11 @@ class _PlegStats(TypedDict):
     inspection_errors: int
     inspection_timeouts: int
     reinspections: int
+    pod_relists: int
+    pod_relist_failures: int
+    relist_requests_queued: int
+    relist_requests_skipped: int
+    relist_requests_dropped: int
     running_pods: int
     running_containers: dict[str, int]
 
@@ -612,6 +626,8 @@ class GenericPLEG:
     loop runs on ``clock``. ``inspect_concurrency`` and ``inspect_timeout`` go beyond the kubelet.
     ``pod_sync_on_reinspect`` selects Kubernetes v1.36's ("Era C") reinspection: ``PodSync`` after a
     reinspection that found no container event, requests kept until their pod is reconciled.
+    ``on_demand_relist`` (needs ``pod_sync_on_reinspect`` and a runtime with ``get_pod(uid)``) adds Era C's
+    per-pod relist: ``request_relist(uid)`` queues the pod and the loop relists it between global relists.
     """
 
     def __new__(
@@ -626,13 +642,15 @@ class GenericPLEG:
         inspect_concurrency: int = 1,
         inspect_timeout: _DurationLike | None = None,
         pod_sync_on_reinspect: bool = False,
+        on_demand_relist: bool = False,
     ) -> Self: ...
     def relist(self) -> None:
         """One relist; raises what ``get_pods()`` raised, or afterwards a malformed status or failing condition."""
     def watch(self) -> EventChannel:
         """The event channel."""
     def start(self) -> None:
-        """Relists now and ``relist_period`` after each relist, on the clock, in a background thread."""
+        """Relists now and ``relist_period`` after each relist, on the clock, in a background thread; with
+        ``on_demand_relist``, serves relist requests in between."""
     def stop(self) -> None:
         """Stops the loop, waiting for a relist in progress."""
     @property
@@ -651,6 +669,12 @@ class GenericPLEG:
         """Pods whose inspection failed, inspected again at the next relist."""
     def request_reinspect(self, uid: str) -> None:
         """Inspects the pod at the next relist even if it did not change (``RequestReinspect``)."""
+    def request_relist(self, uid: str) -> bool:
+        """``RequestRelist``: queues an on-demand relist of the pod; False when the option is off (nothing
+        happens) or the queue of 200 is full (dropped and counted)."""
+    def loop_iteration(self) -> Literal["relist", "relist_pod", "skipped"] | None:
+        """One pass of the relist loop on this thread (the loop must not be started): the global relist if
+        due, else one queued request (``"skipped"`` when a later global relist served it); None if idle."""
     def update(self, relist_period: _DurationLike, relist_threshold: _DurationLike) -> None:
         """A new period and threshold, used from the loop's next wait."""
     @property
@@ -669,7 +693,8 @@ class GenericPLEG:
     def last_error(self) -> str | None:
         """The last error of a relist run by the loop."""
     def stats(self) -> _PlegStats:
-        """Counters: relists, durations on the clock (seconds), events sent and dropped, inspections."""
+        """Counters: relists, durations on the clock (seconds), events sent and dropped, inspections,
+        on-demand pod relists and relist requests."""
 
 class _EventedStats(TypedDict):
     events_received: int

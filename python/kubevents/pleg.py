@@ -53,10 +53,40 @@ inspection that has not returned, stores a ``TimeoutError`` for the pod and rein
 call (kubernetes#94829) does not stall the relist; ``stats()`` counts relists, durations, dropped events,
 inspections, timeouts and reinspections.
 
-Era C (Kubernetes v1.36+), as an option: ``GenericPLEG(..., pod_sync_on_reinspect=True)`` makes
+Era C (Kubernetes v1.36+), as options: ``GenericPLEG(..., pod_sync_on_reinspect=True)`` makes
 ``request_reinspect(uid)`` behave as ``RequestReinspect``: the request waits until the pod is reconciled,
 and a reinspection that finds no container event sends ``PodSync``. Watch conditions keep working in that
-mode (Era C removed them). The on-demand per-pod relist of Era C (``RequestRelist``) is not implemented.
+mode (Era C removed them).
+
+``on_demand_relist=True`` (which needs ``pod_sync_on_reinspect=True`` and a runtime with ``get_pod(uid)``)
+adds Era C's on-demand per-pod relist, the ``PLEGOnDemandRelist`` gate (GA in v1.37):
+
+* ``request_relist(uid)`` is ``RequestRelist``: it queues the pod with the clock's time. The queue holds 200
+  requests; one more is dropped and counted in ``stats()["relist_requests_dropped"]`` (the kubelet logs it).
+  With the option off it does nothing (returns False), as with the gate off.
+* The loop ``start()`` runs is the kubelet's worker loop: stop first, then the global relist when its timer
+  is due (``relist_period`` after the last one ended), then one queued request. A request not made after the
+  last successful global relist started is skipped: that relist served it.
+* A request relists its pod alone (``relistPod``): ``get_pod(uid)`` returns the pod as ``get_pods()`` would
+  list it (None for a pod the runtime has nothing of: a pod without containers), its record is reconciled
+  as in a relist (events, reinspection, inspection into the cache, ``PodSync``), and the cache marks the pod
+  observed at the listing's time with ``PodCache.set_observed_time``. It leaves the relist time, the cache's
+  global timestamp and the running gauges alone, and shares the relist lock. A ``get_pod`` error changes
+  nothing (the next global relist covers the pod); the loop keeps it in ``last_error``.
+* ``loop_iteration()`` runs one pass of that loop on the calling thread without its wait (the loop must not
+  be started): the way to step it on a fake clock, as Go's test calls ``workerLoopIteration``.
+
+``set_observed_time(uid, t)`` had no Go source to follow (only its callers and tests). It is a per-pod
+``update_time``: a waiter on that pod asking for a time at or before ``t`` is woken (``>=``, as ``set`` and
+``update_time`` notify), and a later ``get_newer_than(uid, m)`` returns at once when ``t`` is strictly after
+``m`` (as for the global timestamp). So the pod answers its waiters exactly as a global relist at ``t``
+would, which is what TestWorkerLoop expects; the stored status is untouched. The observed time only moves
+forward, and ``delete`` clears it.
+
+Differences of the on-demand relist from the kubelet: requests are stamped with the PLEG's clock (Go uses
+``time.Now()`` against a relist time read from its clock, the same clock in a kubelet); the listing's time
+(Go's ``pod.Timestamp``, set by the runtime) is the clock just before ``get_pod``; a ``get_pod`` answer for
+another pod raises ``ValueError`` (Go would file it under that pod).
 """
 
 from collections.abc import Callable, Mapping

@@ -3,6 +3,10 @@
 //!
 //! The comparisons are Go's, asymmetric on purpose: an immediate answer needs data strictly newer than the
 //! asked time, while a notification fires when the triggering time is at least the asked time.
+//!
+//! Era C's `SetObservedTime` (the on-demand per-pod relist) marks one pod as fresh as of a time without
+//! touching its status. Its Go code was not available; it is treated as a per-pod `UpdateTime` with the same
+//! two comparisons, so that it answers waiters exactly as a global relist at that time would.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -108,6 +112,8 @@ struct Sub<S, E> {
 struct Inner<S, E> {
     pods: HashMap<String, Arc<Entry<S, E>>>,
     timestamp: Option<Time>,
+    /// Per pod, the latest `set_observed_time`.
+    observed: HashMap<String, Time>,
     subscribers: HashMap<String, Vec<Sub<S, E>>>,
 }
 
@@ -122,7 +128,12 @@ impl<S, E> PodCache<S, E> {
     /// `evented`: the EventedPLEG rule, under which `set` rejects data older than the entry it would replace.
     pub fn new(evented: bool) -> Self {
         PodCache {
-            inner: Mutex::new(Inner { pods: HashMap::new(), timestamp: None, subscribers: HashMap::new() }),
+            inner: Mutex::new(Inner {
+                pods: HashMap::new(),
+                timestamp: None,
+                observed: HashMap::new(),
+                subscribers: HashMap::new(),
+            }),
             evented,
         }
     }
@@ -156,9 +167,33 @@ impl<S, E> PodCache<S, E> {
         true
     }
 
-    /// Removes the entry; waiters are not woken (as in Go).
+    /// Removes the entry and its observed time (so deleted pods leave nothing behind); waiters are not woken
+    /// (as in Go).
     pub fn delete(&self, id: &str) {
-        self.lock().pods.remove(id);
+        let mut inner = self.lock();
+        inner.pods.remove(id);
+        inner.observed.remove(id);
+    }
+
+    /// `SetObservedTime`: the pod was seen unchanged (or stored) at `timestamp`. Its waiters are answered as
+    /// `update_time` answers everyone's: those asking for at most `timestamp` get the stored data now, and a
+    /// later `get_newer_than` returns at once for times strictly before it. The status stays as it is. The
+    /// time only moves forward: an older observation says nothing new.
+    pub fn set_observed_time(&self, id: &str, timestamp: Time) {
+        let deliveries = {
+            let mut inner = self.lock();
+            let t = inner.observed.entry(id.to_owned()).or_insert(timestamp);
+            *t = (*t).max(timestamp);
+            let mut out = Vec::new();
+            notify(&mut inner, id, timestamp, &mut out);
+            out
+        };
+        deliver(deliveries);
+    }
+
+    /// The pod's latest observed time (`set_observed_time`), if any.
+    pub fn observed_time(&self, id: &str) -> Option<Time> {
+        self.lock().observed.get(id).copied()
     }
 
     /// Sets the global timestamp (not monotonic: an older time overwrites) and wakes satisfied waiters.
@@ -258,10 +293,11 @@ fn get<S, E>(inner: &Inner<S, E>, id: &str) -> Lookup<S, E> {
 }
 
 fn get_if_newer_than<S, E>(inner: &Inner<S, E>, id: &str, min: Time) -> Option<Lookup<S, E>> {
-    let global_newer = inner.timestamp.is_some_and(|t| t > min);
+    // The global timestamp, or this pod's observed time, vouches for what is stored (or for its absence).
+    let vouched = inner.timestamp.is_some_and(|t| t > min) || inner.observed.get(id).is_some_and(|t| *t > min);
     match inner.pods.get(id) {
-        None if global_newer => Some(Lookup::Missing),
-        Some(d) if d.modified > min || global_newer => Some(Lookup::Found(d.clone())),
+        None if vouched => Some(Lookup::Missing),
+        Some(d) if d.modified > min || vouched => Some(Lookup::Found(d.clone())),
         _ => None,
     }
 }
@@ -371,5 +407,33 @@ mod tests {
         assert!(slot.wait(Duration::ZERO).is_none());
         assert!(c.get_newer_than("q", Time(5), Some(Duration::from_millis(1))).is_none());
         assert_eq!(c.waiters(), 1);
+    }
+
+    #[test]
+    fn observed_time_answers_that_pods_waiters_only() {
+        let c = C::new(false);
+        c.set("p", Some("s"), None, Time(10));
+        let at_observed = c.subscribe_slot("p", Time(20));
+        let later = c.subscribe_slot("p", Time(21));
+        let other = c.subscribe_slot("q", Time(20));
+        c.set_observed_time("p", Time(20));
+        // Notified at an equal time, with the stored status unchanged.
+        let got = at_observed.wait(Duration::ZERO).unwrap();
+        assert_eq!(got.status(), Some(&"s"));
+        assert!(matches!(&got, Lookup::Found(e) if e.modified == Time(10)));
+        assert!(later.wait(Duration::ZERO).is_none());
+        assert!(other.wait(Duration::ZERO).is_none());
+        assert_eq!(c.waiters(), 2);
+        // An immediate answer needs a strictly newer observation, as for the global timestamp.
+        assert!(c.get_if_newer_than("p", Time(19)).is_some());
+        assert!(c.get_if_newer_than("p", Time(20)).is_none());
+        assert!(c.get_if_newer_than("q", Time(19)).is_none());
+        // An older observation does not move it back; a missing pod is vouched for too.
+        c.set_observed_time("p", Time(5));
+        assert_eq!(c.observed_time("p"), Some(Time(20)));
+        c.set_observed_time("m", Time(30));
+        assert!(matches!(c.get_if_newer_than("m", Time(29)), Some(Lookup::Missing)));
+        c.delete("m");
+        assert_eq!(c.observed_time("m"), None);
     }
 }

@@ -2,6 +2,9 @@
 //! runtime, diff every pod against its last committed listing, inspect the pods that changed into the
 //! cache, and send the events without ever blocking.
 //!
+//! Era C (v1.36+, options): `RequestReinspect` with `PodSync`, and the on-demand per-pod relist
+//! (`RequestRelist`, `relistPod`) served by the relist loop between global relists.
+//!
 //! Beyond the kubelet (options, off by default): inspections of one relist can run in parallel with a bound
 //! (`inspect_concurrency`) and each can be given up on after `inspect_timeout`, so a hung runtime call no
 //! longer stalls the relist (kubernetes#94829, #139788). Pods are handled in pod UID order rather than Go's
@@ -10,7 +13,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -19,7 +22,7 @@ use super::channel::EventChannel;
 use super::diff::diff_into;
 use super::go_duration;
 use super::pod::{ContainerState, EventType, Pod, PodLifecycleEvent, StatusView};
-use super::records::PodRecords;
+use super::records::{PodRecord, PodRecords};
 use crate::clock::{Clock, StopSignal};
 use crate::error::Error;
 use crate::time::{Time, NANOS_PER_SECOND};
@@ -28,6 +31,8 @@ use crate::time::{Time, NANOS_PER_SECOND};
 pub const RELIST_PERIOD: i64 = NANOS_PER_SECOND;
 pub const RELIST_THRESHOLD: i64 = 180 * NANOS_PER_SECOND;
 pub const CHANNEL_CAPACITY: usize = 1000;
+/// The capacity of Era C's `relistRequests` channel.
+pub const RELIST_QUEUE_CAPACITY: usize = 200;
 
 /// `RelistDuration`, in nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +57,12 @@ pub trait Runtime: Send + Sync + 'static {
     fn get_pods(&self) -> Result<Vec<Arc<Pod>>, Error>;
     /// `GetPodStatus`.
     fn get_pod_status(&self, pod: &Pod) -> Inspection<Self::Status, Self::Error>;
+    /// `GetPod`, for the on-demand relist: one pod's listing. An error leaves the pod to the next global
+    /// relist. By default the pod is picked out of a full listing; a pod it does not list has no containers.
+    fn get_pod(&self, uid: &str) -> Result<Arc<Pod>, Error> {
+        let listed = self.get_pods()?.into_iter().find(|p| p.id == uid);
+        Ok(listed.unwrap_or_else(|| Arc::new(Pod { id: uid.to_owned(), ..Pod::default() })))
+    }
     /// The error stored for a pod whose inspection was given up on.
     fn timeout_error(&self, pod: &Pod, after: Duration, still_running: bool) -> Self::Error;
 }
@@ -79,6 +90,9 @@ pub struct PlegOptions {
     /// Era C (Kubernetes v1.36+, `RequestReinspect`): a reinspection that finds no container event sends
     /// `PodSync`, and a reinspection request stays queued until its pod is reconciled.
     pub pod_sync_on_reinspect: bool,
+    /// Era C's on-demand per-pod relist (gate `PLEGOnDemandRelist`): `request_relist` queues a pod, and the
+    /// relist loop relists it alone when no global relist is due. Needs `pod_sync_on_reinspect`.
+    pub on_demand_relist: bool,
 }
 
 impl Default for PlegOptions {
@@ -89,6 +103,7 @@ impl Default for PlegOptions {
             inspect_timeout: None,
             virtual_time: false,
             pod_sync_on_reinspect: false,
+            on_demand_relist: false,
         }
     }
 }
@@ -106,6 +121,10 @@ struct Counters {
     inspection_errors: AtomicU64,
     inspection_timeouts: AtomicU64,
     reinspections: AtomicU64,
+    pod_relists: AtomicU64,
+    pod_relist_failures: AtomicU64,
+    relist_requests_skipped: AtomicU64,
+    relist_requests_dropped: AtomicU64,
     running_pods: AtomicU64,
     running_containers: [AtomicU64; 4],
 }
@@ -124,6 +143,13 @@ pub struct Stats {
     pub inspection_errors: u64,
     pub inspection_timeouts: u64,
     pub reinspections: u64,
+    /// On-demand single-pod relists run, and those whose `GetPod` failed.
+    pub pod_relists: u64,
+    pub pod_relist_failures: u64,
+    /// Relist requests not served because a global relist started after they were made.
+    pub relist_requests_skipped: u64,
+    /// Relist requests dropped because the queue was full (the kubelet logs these).
+    pub relist_requests_dropped: u64,
     /// `kubelet_running_pods`: pods with a running sandbox in the last listing.
     pub running_pods: u64,
     /// `kubelet_running_containers` by state (created, running, exited, unknown) in the last listing.
@@ -211,6 +237,74 @@ fn inc(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
+/// `relistRequest`: a pod and when its relist was asked for.
+struct RelistRequest {
+    uid: String,
+    at: Time,
+}
+
+/// Era C's `relistRequests`: a bounded FIFO the relist loop waits on (a request wakes it).
+#[derive(Default)]
+struct RelistQueue {
+    items: Mutex<VecDeque<RelistRequest>>,
+    cv: Condvar,
+}
+
+impl RelistQueue {
+    /// False when full (the request is dropped).
+    fn push(&self, req: RelistRequest) -> bool {
+        let mut items = lock(&self.items);
+        if items.len() >= RELIST_QUEUE_CAPACITY {
+            return false;
+        }
+        items.push_back(req);
+        self.cv.notify_all();
+        true
+    }
+
+    fn pop(&self) -> Option<RelistRequest> {
+        lock(&self.items).pop_front()
+    }
+
+    fn len(&self) -> usize {
+        lock(&self.items).len()
+    }
+
+    /// Wakes a `wait` to look at its stop signal again.
+    fn wake(&self) {
+        // Taken and released so that a waiter is either before its check of the signal or asleep.
+        drop(lock(&self.items));
+        self.cv.notify_all();
+    }
+
+    /// Waits until a request is queued or `clock` reads `deadline` (true), or `stop` is set or the clock
+    /// cannot be read (false). The clock is read outside the lock: it may be Python code, and a Python
+    /// thread holding the GIL may be pushing a request.
+    fn wait(&self, stop: &StopSignal, clock: &dyn Clock, deadline: Time, real_time: bool) -> bool {
+        stop.sleep_until_or(clock, deadline, real_time, |d| {
+            let items = lock(&self.items);
+            let (items, _) = self
+                .cv
+                .wait_timeout_while(items, d, |q| q.is_empty() && !stop.is_stopped())
+                .unwrap_or_else(|e| e.into_inner());
+            !items.is_empty() || stop.is_stopped()
+        })
+    }
+}
+
+/// What one pass of the relist loop did (`workerLoopIteration`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoopStep {
+    /// The global relist was due.
+    Relisted,
+    /// A queued request relisted its pod.
+    PodRelisted,
+    /// A queued request was older than the last global relist, which served it.
+    Skipped,
+    /// Nothing was due.
+    Idle,
+}
+
 pub struct GenericPleg<R: Runtime> {
     runtime: Arc<R>,
     cache: Arc<PodCache<R::Status, R::Error>>,
@@ -228,6 +322,9 @@ pub struct GenericPleg<R: Runtime> {
     worker: Mutex<Option<(Arc<StopSignal>, JoinHandle<()>)>>,
     last_error: Mutex<Option<String>>,
     next_relist: Mutex<Option<Time>>,
+    requests: RelistQueue,
+    /// When the loop's global relist timer fires; None fires at once (Go's `NewTimer(0)` in `Start`).
+    relist_due: Mutex<Option<Time>>,
 }
 
 impl<R: Runtime> GenericPleg<R> {
@@ -247,6 +344,10 @@ impl<R: Runtime> GenericPleg<R> {
         if options.inspect_concurrency == 0 {
             return Err(Error::Option("inspect_concurrency must be >= 1".into()));
         }
+        if options.on_demand_relist && !options.pod_sync_on_reinspect {
+            // The per-pod relist reconciles a pod the Era C way; no kubelet mixes it with Era B's.
+            return Err(Error::Option("on_demand_relist needs pod_sync_on_reinspect (both are Era C)".into()));
+        }
         Ok(GenericPleg {
             runtime: Arc::new(runtime),
             cache,
@@ -264,6 +365,8 @@ impl<R: Runtime> GenericPleg<R> {
             worker: Mutex::new(None),
             last_error: Mutex::new(None),
             next_relist: Mutex::new(None),
+            requests: RelistQueue::default(),
+            relist_due: Mutex::new(None),
         })
     }
 
@@ -349,6 +452,10 @@ impl<R: Runtime> GenericPleg<R> {
             inspection_errors: g(&c.inspection_errors),
             inspection_timeouts: g(&c.inspection_timeouts),
             reinspections: g(&c.reinspections),
+            pod_relists: g(&c.pod_relists),
+            pod_relist_failures: g(&c.pod_relist_failures),
+            relist_requests_skipped: g(&c.relist_requests_skipped),
+            relist_requests_dropped: g(&c.relist_requests_dropped),
             running_pods: g(&c.running_pods),
             running_containers: std::array::from_fn(|i| g(&c.running_containers[i])),
         }
@@ -419,34 +526,65 @@ impl<R: Runtime> GenericPleg<R> {
             let conditions = lock(&self.conditions);
             let mut events = Vec::new();
             for (pid, rec) in records.iter() {
-                diff_into(rec.old.as_deref(), rec.current.as_deref(), &mut events);
-                let conds: Vec<_> = if conditions.is_empty() {
-                    Vec::new()
-                } else {
-                    conditions
-                        .get(pid)
-                        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.version, v.cond.clone())).collect())
-                        .unwrap_or_default()
-                };
                 let again = if era_c { pending.remove(pid) } else { reinspect.remove(pid) };
-                if events.is_empty() && conds.is_empty() && !again {
-                    continue;
-                }
-                if again {
-                    inc(&self.counters.reinspections);
-                }
-                work.push(Work {
-                    pid: pid.clone(),
-                    pod: rec.current.clone(),
-                    events: std::mem::take(&mut events),
-                    conditions: conds,
-                    reinspected: again,
-                });
+                work.extend(self.work_for(pid, rec, &conditions, again, &mut events));
             }
         }
         // Go walks its map in random order; pod UID order makes the event order reproducible.
         work.sort_unstable_by(|a, b| a.pid.cmp(&b.pid));
 
+        let (mut needs_reinspection, deferred) = self.inspect_and_commit(records, work);
+        // After every pod is in the cache, so waiters never see a half-done relist as fresh.
+        self.cache.update_time(timestamp);
+        if era_c {
+            pending.append(&mut needs_reinspection);
+        } else {
+            *pending = needs_reinspection;
+        }
+        deferred.map_or(Ok(()), Err)
+    }
+
+    /// `reconcilePodRecord`'s first half: the record's events (appended to `events`, taken when it is work),
+    /// its watch conditions and a pending reinspection; None when none of them asks for an inspection.
+    fn work_for(
+        &self,
+        pid: &str,
+        rec: &PodRecord,
+        conditions: &Conditions<R::Status>,
+        again: bool,
+        events: &mut Vec<PodLifecycleEvent>,
+    ) -> Option<Work<R::Status>> {
+        diff_into(rec.old.as_deref(), rec.current.as_deref(), events);
+        let conds: Vec<_> = if conditions.is_empty() {
+            Vec::new()
+        } else {
+            conditions
+                .get(pid)
+                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.version, v.cond.clone())).collect())
+                .unwrap_or_default()
+        };
+        if events.is_empty() && conds.is_empty() && !again {
+            return None;
+        }
+        if again {
+            inc(&self.counters.reinspections);
+        }
+        Some(Work {
+            pid: pid.to_owned(),
+            pod: rec.current.clone(),
+            events: std::mem::take(events),
+            conditions: conds,
+            reinspected: again,
+        })
+    }
+
+    /// Inspects the pods of `work` and commits each in order; returns the pods to reinspect and the first
+    /// bad answer or failing condition.
+    fn inspect_and_commit(
+        &self,
+        records: &mut PodRecords,
+        work: Vec<Work<R::Status>>,
+    ) -> (BTreeSet<String>, Option<Error>) {
         let mut needs_reinspection = BTreeSet::new();
         let mut deferred = None;
         if self.options.inspect_concurrency > 1 || self.options.inspect_timeout.is_some() {
@@ -460,14 +598,85 @@ impl<R: Runtime> GenericPleg<R> {
                 self.commit(records, w, r, &mut needs_reinspection, &mut deferred);
             }
         }
-        // After every pod is in the cache, so waiters never see a half-done relist as fresh.
-        self.cache.update_time(timestamp);
-        if era_c {
-            pending.append(&mut needs_reinspection);
-        } else {
-            *pending = needs_reinspection;
+        (needs_reinspection, deferred)
+    }
+
+    /// `RequestRelist`: queues an on-demand relist of the pod, stamped with the clock's time. Does nothing
+    /// unless `on_demand_relist` is on (the gate is off); false when it did nothing or the queue was full
+    /// (the request is dropped and counted).
+    pub fn request_relist(&self, uid: &str) -> Result<bool, Error> {
+        if !self.options.on_demand_relist {
+            return Ok(false);
         }
+        let at = self.clock.now()?;
+        let queued = self.requests.push(RelistRequest { uid: uid.to_owned(), at });
+        if !queued {
+            inc(&self.counters.relist_requests_dropped);
+        }
+        Ok(queued)
+    }
+
+    /// Relist requests waiting for the loop.
+    pub fn queued_relists(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// `relistPod`: lists one pod (`GetPod`), reconciles its record as a relist would (events, reinspection,
+    /// inspection into the cache), then marks it observed in the cache as of the listing's time. Unlike a
+    /// relist it leaves the relist time, the cache's global timestamp and the running gauges alone. Returns
+    /// `GetPod`'s error (nothing changed then; the next relist covers the pod) or, after the reconcile, the
+    /// first bad answer or failing watch condition.
+    fn relist_pod(&self, uid: &str) -> Result<(), Error> {
+        self.not_reentered("relist_pod()")?;
+        let mut st = lock(&self.state);
+        let _serving = Serving::enter(self.key());
+        // Go stamps the listing itself (`pod.Timestamp`); the clock before the call is that time here.
+        let listed_at = self.clock.now()?;
+        inc(&self.counters.pod_relists);
+        let pod = match self.runtime.get_pod(uid) {
+            Ok(p) if p.id == uid => p,
+            Ok(p) => {
+                inc(&self.counters.pod_relist_failures);
+                return Err(Error::value("get_pod()", format!("asked for pod {uid:?}, got pod {:?}", p.id)));
+            }
+            Err(e) => {
+                inc(&self.counters.pod_relist_failures);
+                return Err(e);
+            }
+        };
+        let RelistState { records, reinspect } = &mut *st;
+        records.set_current_one(pod);
+        let work = {
+            let conditions = lock(&self.conditions);
+            let rec = records.get(uid).expect("the record was just set");
+            self.work_for(uid, rec, &conditions, reinspect.remove(uid), &mut Vec::new())
+        };
+        let (mut needs_reinspection, deferred) = self.inspect_and_commit(records, work.into_iter().collect());
+        reinspect.append(&mut needs_reinspection);
+        // A pod found unchanged is not written, yet its waiters must learn it is fresh.
+        self.cache.set_observed_time(uid, listed_at);
         deferred.map_or(Ok(()), Err)
+    }
+
+    /// `workerLoopIteration` without the blocking wait: the global relist if its timer is due (it takes
+    /// priority), else one queued relist request, skipped when a global relist started after it was made.
+    /// The timer is set `relist_period` after each relist it ran ends. The loop `start` runs is this plus a
+    /// wait; call it directly (loop stopped) to drive the loop step by step on a fake clock.
+    pub fn loop_iteration(&self) -> Result<LoopStep, Error> {
+        let now = self.clock.now()?;
+        let due = *lock(&self.relist_due);
+        if due.is_none_or(|d| now >= d) {
+            let result = self.relist();
+            let end = self.clock.now()?;
+            *lock(&self.relist_due) = Some(end.add_nanos(self.duration().period));
+            return result.map(|()| LoopStep::Relisted);
+        }
+        let Some(req) = self.requests.pop() else { return Ok(LoopStep::Idle) };
+        if self.relist_time().is_some_and(|t| req.at <= t) {
+            inc(&self.counters.relist_requests_skipped);
+            return Ok(LoopStep::Skipped);
+        }
+        self.relist_pod(&req.uid).map(|()| LoopStep::PodRelisted)
     }
 
     fn count_running(&self, pods: &[Arc<Pod>]) {
@@ -741,25 +950,30 @@ impl<R: Runtime> GenericPleg<R> {
         lock(&self.conditions).retain(|uid, _| records.get_current(uid).is_some());
     }
 
-    /// `Start`: relists now and then `relist_period` after each relist ends (`wait.Until`, sliding), on the clock.
+    /// `Start`: relists now and then `relist_period` after each relist ends (`wait.Until`, sliding), on the
+    /// clock; with `on_demand_relist`, serves relist requests in between (`loop_iteration`).
     pub fn start(self: &Arc<Self>) -> Result<(), Error> {
         let mut worker = lock(&self.worker);
         if worker.is_some() {
             return Ok(());
         }
+        *lock(&self.relist_due) = None;
         let stop = Arc::new(StopSignal::default());
         let (me, s) = (self.clone(), stop.clone());
         let handle = crate::threads::spawn("pleg-relist", move || loop {
             if s.is_stopped() {
                 return;
             }
-            if let Err(e) = me.relist() {
-                *lock(&me.last_error) = Some(e.to_string());
+            match me.loop_iteration() {
+                Ok(LoopStep::Idle) => {}
+                Ok(_) => continue,
+                Err(e) => *lock(&me.last_error) = Some(e.to_string()),
             }
-            let Ok(now) = me.clock.now() else { return };
-            let due = now.add_nanos(me.duration().period);
-            *lock(&me.next_relist) = Some(due);
-            let go_on = s.sleep_until(me.clock.as_ref(), due, !me.options.virtual_time);
+            let due = *lock(&me.relist_due);
+            *lock(&me.next_relist) = due;
+            // After an error too, so that a clock that cannot be read ends the loop instead of spinning it.
+            let go_on =
+                me.requests.wait(&s, me.clock.as_ref(), due.unwrap_or(Time(i64::MIN)), !me.options.virtual_time);
             *lock(&me.next_relist) = None;
             if !go_on {
                 return;
@@ -780,6 +994,7 @@ impl<R: Runtime> GenericPleg<R> {
         let w = lock(&self.worker).take();
         if let Some((stop, handle)) = w {
             stop.stop();
+            self.requests.wake();
             let _ = handle.join();
         }
     }
@@ -788,6 +1003,7 @@ impl<R: Runtime> GenericPleg<R> {
     pub fn signal_stop(&self) {
         if let Some((stop, _)) = lock(&self.worker).take() {
             stop.stop();
+            self.requests.wake();
         }
     }
 

@@ -49,11 +49,17 @@ impl PodRecords {
             r.current = None;
         }
         for pod in pods {
-            match self.0.get_mut(&pod.id) {
-                Some(r) => r.current = Some(pod),
-                None => {
-                    self.0.insert(pod.id.clone(), PodRecord { old: None, current: Some(pod) });
-                }
+            self.set_current_one(pod);
+        }
+    }
+
+    /// The on-demand relist's listing of one pod: its current is set (a new pod gets a record), the other
+    /// records are left alone.
+    pub fn set_current_one(&mut self, pod: Arc<Pod>) {
+        match self.0.get_mut(&pod.id) {
+            Some(r) => r.current = Some(pod),
+            None => {
+                self.0.insert(pod.id.clone(), PodRecord { old: None, current: Some(pod) });
             }
         }
     }
@@ -92,5 +98,17 @@ mod tests {
         assert!(r.get("a").is_none());
         r.update("missing");
         assert_eq!(r.len(), 1);
+    }
+
+    #[test]
+    fn set_current_one_leaves_the_others_alone() {
+        let mut r = PodRecords::default();
+        r.set_current(vec![pod("a"), pod("b")]);
+        r.update("a");
+        r.set_current_one(pod("a"));
+        r.set_current_one(pod("c"));
+        assert!(r.get_old("a").is_some() && r.get_current("a").is_some());
+        assert!(r.get_current("b").is_some(), "b is not cleared");
+        assert!(r.get_old("c").is_none() && r.get_current("c").is_some());
     }
 }

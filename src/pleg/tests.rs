@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::evented::{CriEvent, CriEventType, EventedOptions, EventedPleg};
-use super::generic::{GenericPleg, Inspection, PlegOptions, Runtime};
+use super::generic::{GenericPleg, Inspection, LoopStep, PlegOptions, Runtime, RELIST_QUEUE_CAPACITY};
 use super::pod::{BasicStatus, Container, ContainerState, EventType, Pod, PodLifecycleEvent};
 use super::{EventChannel, PodCache};
 use crate::clock::FakeClock;
@@ -211,6 +211,168 @@ fn loop_follows_the_fake_clock() {
     assert_eq!(pleg.stats().relists, 1);
     clock.step(1_000_000_000);
     wait_for(2);
+    pleg.stop();
+    assert!(!pleg.running());
+}
+
+const S: i64 = 1_000_000_000;
+
+fn era_c() -> PlegOptions {
+    PlegOptions { pod_sync_on_reinspect: true, on_demand_relist: true, ..PlegOptions::default() }
+}
+
+/// Waits (real time, generously) for the loop thread to get somewhere.
+fn wait_until(what: &str, mut pred: impl FnMut() -> bool) {
+    for _ in 0..10_000 {
+        if pred() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[test]
+fn on_demand_relist_needs_era_c() {
+    let fake = Arc::new(Fake::default());
+    let options = PlegOptions { on_demand_relist: true, ..PlegOptions::default() };
+    let clock = Arc::new(FakeClock::new(Time(0)));
+    let made = GenericPleg::new(fake, Arc::new(PodCache::new(false)), clock, Arc::new(EventChannel::new(1)), options);
+    assert!(made.is_err());
+}
+
+#[test]
+fn request_relist_is_a_no_op_without_the_option() {
+    let options = PlegOptions { pod_sync_on_reinspect: true, ..PlegOptions::default() };
+    let (_, _, pleg) = new_pleg(options, false);
+    assert!(!pleg.request_relist("a").unwrap());
+    assert_eq!(pleg.queued_relists(), 0);
+    assert_eq!(pleg.stats().relist_requests_dropped, 0);
+}
+
+#[test]
+fn relist_queue_holds_200_and_counts_the_drops() {
+    let (_, _, pleg) = new_pleg(era_c(), false);
+    for i in 0..RELIST_QUEUE_CAPACITY {
+        assert!(pleg.request_relist(&format!("p{i}")).unwrap());
+    }
+    assert!(!pleg.request_relist("one-too-many").unwrap());
+    assert!(!pleg.request_relist("and-another").unwrap());
+    assert_eq!(pleg.queued_relists(), 200);
+    assert_eq!(pleg.stats().relist_requests_dropped, 2);
+    // Served first in, first out once the global relist is done.
+    assert_eq!(pleg.loop_iteration().unwrap(), LoopStep::Relisted);
+    assert_eq!(pleg.loop_iteration().unwrap(), LoopStep::Skipped);
+    assert_eq!(pleg.queued_relists(), 199);
+}
+
+#[test]
+fn pod_relist_reconciles_one_pod_and_leaves_the_global_state_alone() {
+    let (fake, clock, pleg) = new_pleg(era_c(), false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
+    assert_eq!(pleg.loop_iteration().unwrap(), LoopStep::Relisted);
+    assert_eq!(pleg.channel().drain(), [ev("a", ContainerStarted, "c")]);
+    let gauges = pleg.stats().running_containers;
+    // "b" appears and "a" exits; only "b" is asked for.
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Exited)]), pod("b", &[("c", Running), ("d", Running)])];
+    clock.step(S / 2);
+    assert!(pleg.request_relist("b").unwrap());
+    assert_eq!(pleg.loop_iteration().unwrap(), LoopStep::PodRelisted);
+    assert_eq!(pleg.channel().drain(), [ev("b", ContainerStarted, "c"), ev("b", ContainerStarted, "d")]);
+    assert_eq!(pleg.cache().get("b").status().unwrap().id, "b");
+    assert_eq!(pleg.cache().observed_time("b"), Some(Time(S / 2)));
+    assert_eq!(pleg.relist_time(), Some(Time(0)));
+    assert_eq!(pleg.cache().timestamp(), Some(Time(0)));
+    assert_eq!(pleg.stats().running_containers, gauges);
+    assert_eq!((pleg.stats().relists, pleg.stats().pod_relists), (1, 1));
+    // The next global relist sees only what the pod relist did not commit.
+    clock.step(S / 2);
+    assert_eq!(pleg.loop_iteration().unwrap(), LoopStep::Relisted);
+    assert_eq!(pleg.channel().drain(), [ev("a", ContainerDied, "c")]);
+}
+
+#[test]
+fn unchanged_pod_is_only_marked_observed() {
+    let (fake, clock, pleg) = new_pleg(era_c(), false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
+    pleg.loop_iteration().unwrap();
+    pleg.channel().drain();
+    let before = pleg.stats().inspections;
+    clock.step(1);
+    let waiter = pleg.cache().subscribe_slot("a", Time(1));
+    pleg.request_relist("a").unwrap();
+    assert_eq!(pleg.loop_iteration().unwrap(), LoopStep::PodRelisted);
+    assert_eq!(pleg.stats().inspections, before, "nothing changed: no inspection");
+    assert!(pleg.channel().drain().is_empty());
+    let got = waiter.wait(Duration::ZERO).expect("released by the observed time");
+    assert!(matches!(got, super::Lookup::Found(e) if e.modified == Time(0)));
+}
+
+#[test]
+fn stale_request_is_skipped() {
+    let (fake, clock, pleg) = new_pleg(era_c(), false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
+    clock.step(5);
+    pleg.request_relist("a").unwrap();
+    // Made at the global relist's start: that relist served it (Go's `After` is strict).
+    assert_eq!(pleg.loop_iteration().unwrap(), LoopStep::Relisted);
+    assert_eq!(pleg.loop_iteration().unwrap(), LoopStep::Skipped);
+    assert_eq!(pleg.loop_iteration().unwrap(), LoopStep::Idle);
+    let s = pleg.stats();
+    assert_eq!((s.pod_relists, s.relist_requests_skipped), (0, 1));
+}
+
+#[test]
+fn get_pod_error_is_left_to_the_next_relist() {
+    let (fake, clock, pleg) = new_pleg(era_c(), false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
+    pleg.loop_iteration().unwrap();
+    pleg.channel().drain();
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Exited)])];
+    fake.fail_list.store(true, Ordering::Relaxed);
+    clock.step(1);
+    let waiter = pleg.cache().subscribe_slot("a", Time(1));
+    pleg.request_relist("a").unwrap();
+    assert!(pleg.loop_iteration().is_err());
+    assert!(pleg.channel().drain().is_empty());
+    assert!(waiter.wait(Duration::ZERO).is_none(), "not observed");
+    assert_eq!(pleg.cache().observed_time("a"), None);
+    assert_eq!(pleg.stats().pod_relist_failures, 1);
+    fake.fail_list.store(false, Ordering::Relaxed);
+    clock.step(S);
+    assert_eq!(pleg.loop_iteration().unwrap(), LoopStep::Relisted);
+    assert_eq!(pleg.channel().drain(), [ev("a", ContainerDied, "c")]);
+}
+
+#[test]
+fn due_global_relist_goes_before_a_queued_request() {
+    let (fake, clock, pleg) = new_pleg(era_c(), false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
+    assert_eq!(pleg.loop_iteration().unwrap(), LoopStep::Relisted);
+    clock.step(S / 2);
+    pleg.request_relist("a").unwrap();
+    clock.step(S / 2);
+    assert_eq!(pleg.loop_iteration().unwrap(), LoopStep::Relisted);
+    assert_eq!(pleg.relist_time(), Some(Time(S)));
+    assert_eq!(pleg.loop_iteration().unwrap(), LoopStep::Skipped);
+    assert_eq!(pleg.stats().pod_relists, 0);
+}
+
+#[test]
+fn loop_serves_requests_between_relists() {
+    let (fake, clock, pleg) = new_pleg(PlegOptions { virtual_time: true, ..era_c() }, false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
+    pleg.start().unwrap();
+    wait_until("the loop to wait", || pleg.next_relist_at().is_some());
+    assert_eq!(pleg.channel().drain(), [ev("a", ContainerStarted, "c")]);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Exited)])];
+    clock.step(1);
+    pleg.request_relist("a").unwrap();
+    // Served without the clock reaching the next relist.
+    wait_until("the pod relist", || pleg.stats().pod_relists == 1);
+    wait_until("the loop to wait again", || pleg.next_relist_at().is_some());
+    assert_eq!(pleg.channel().drain(), [ev("a", ContainerDied, "c")]);
+    assert_eq!(pleg.stats().relists, 1);
     pleg.stop();
     assert!(!pleg.running());
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pyo3::exceptions::{PyTimeoutError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::pleg::cache::{Lookup, Waiter};
 use crate::pleg::channel::Recv;
 use crate::pleg::evented::{CriEvent, CriEventType, EventSource, EventedOptions, EventedPleg};
-use crate::pleg::generic::{Condition, GenericPleg, Inspection, PlegOptions, RelistDuration, Runtime};
+use crate::pleg::generic::{Condition, GenericPleg, Inspection, LoopStep, PlegOptions, RelistDuration, Runtime};
 use crate::pleg::{Container, ContainerState, EventChannel, EventType, Pod, PodCache, PodLifecycleEvent, StatusView};
 use crate::time::{Time, NANOS_PER_SECOND};
 
@@ -652,6 +652,20 @@ impl PyPodCache {
         Ok(())
     }
 
+    /// `SetObservedTime` (Era C): the pod is fresh as of `timestamp` though its status is unchanged. Wakes
+    /// that pod's waiters as `update_time` would; later waits before that time return at once.
+    fn set_observed_time(&self, py: Python<'_>, uid: &str, timestamp: &Bound<'_, PyAny>) -> PyResult<()> {
+        let t = to_time(timestamp, "timestamp")?;
+        let cache = self.inner.clone();
+        py.detach(|| cache.set_observed_time(uid, t));
+        Ok(())
+    }
+
+    /// The pod's latest `set_observed_time`, None if it has none.
+    fn observed_time<'py>(&self, py: Python<'py>, uid: &str) -> PyResult<Option<Bound<'py, pyo3::types::PyDateTime>>> {
+        self.inner.observed_time(uid).map(|t| to_datetime(py, t)).transpose()
+    }
+
     /// The global timestamp, None before the first `update_time`.
     #[getter]
     fn timestamp<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, pyo3::types::PyDateTime>>> {
@@ -862,7 +876,7 @@ impl PyEventChannel {
 // ---------------------------------------------------------------------------------------------------------
 // GenericPLEG
 
-/// A Python object with `get_pods()` and `get_pod_status(pod)`.
+/// A Python object with `get_pods()`, `get_pod_status(pod)` and, for the on-demand relist, `get_pod(uid)`.
 pub struct PyRuntime {
     obj: Py<PyAny>,
     /// The last listing converted from plain Python data.
@@ -883,6 +897,18 @@ impl Runtime for PyRuntime {
                 previous.extend(pods.iter().map(|p| ById(p.clone())));
             }
             Ok(pods)
+        })
+        .map_err(external)
+    }
+
+    /// A pod as `get_pods()` lists it; None for a pod the runtime has nothing of.
+    fn get_pod(&self, uid: &str) -> Result<Arc<Pod>, Error> {
+        Python::attach(|py| {
+            let v = self.obj.bind(py).call_method1("get_pod", (uid,))?;
+            if v.is_none() {
+                return Ok(Arc::new(Pod { id: uid.to_owned(), ..Pod::default() }));
+            }
+            shared_pod(&v, &|| "get_pod()".into())
         })
         .map_err(external)
     }
@@ -958,7 +984,7 @@ pub struct PyGenericPLEG {
 #[pymethods]
 impl PyGenericPLEG {
     #[new]
-    #[pyo3(signature = (runtime, *, cache, clock=None, relist_period=None, relist_threshold=None, channel_capacity=1000, inspect_concurrency=1, inspect_timeout=None, pod_sync_on_reinspect=false))]
+    #[pyo3(signature = (runtime, *, cache, clock=None, relist_period=None, relist_threshold=None, channel_capacity=1000, inspect_concurrency=1, inspect_timeout=None, pod_sync_on_reinspect=false, on_demand_relist=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -971,6 +997,7 @@ impl PyGenericPLEG {
         inspect_concurrency: i64,
         inspect_timeout: Option<&Bound<'_, PyAny>>,
         pod_sync_on_reinspect: bool,
+        on_demand_relist: bool,
     ) -> PyResult<Self> {
         for m in ["get_pods", "get_pod_status"] {
             if !runtime.bind(py).hasattr(m)? {
@@ -979,6 +1006,12 @@ impl PyGenericPLEG {
                     type_name(runtime.bind(py))
                 )));
             }
+        }
+        if on_demand_relist && !runtime.bind(py).hasattr("get_pod")? {
+            return Err(PyTypeError::new_err(format!(
+                "runtime: on_demand_relist needs get_pod(uid), {} has none",
+                type_name(runtime.bind(py))
+            )));
         }
         if channel_capacity < 1 {
             return Err(PyValueError::new_err(format!("channel_capacity must be >= 1, got {channel_capacity}")));
@@ -995,6 +1028,7 @@ impl PyGenericPLEG {
         }
         options.inspect_concurrency = inspect_concurrency as usize;
         options.pod_sync_on_reinspect = pod_sync_on_reinspect;
+        options.on_demand_relist = on_demand_relist;
         options.inspect_timeout = match inspect_timeout.filter(|t| !t.is_none()) {
             Some(t) => Some(Duration::from_nanos(seconds_arg(t, "inspect_timeout", true)? as u64)),
             None => None,
@@ -1027,7 +1061,8 @@ impl PyGenericPLEG {
         PyEventChannel { inner: self.inner.channel().clone() }
     }
 
-    /// Relists now and then `relist_period` after each relist ends, on the clock, in a background thread.
+    /// Relists now and then `relist_period` after each relist ends, on the clock, in a background thread;
+    /// with `on_demand_relist`, serves relist requests in between.
     fn start(&self) -> PyResult<()> {
         self.inner.start()?;
         let weak = Arc::downgrade(&self.inner);
@@ -1089,6 +1124,32 @@ impl PyGenericPLEG {
         Ok(py.detach(|| pleg.request_reinspect(uid))?)
     }
 
+    /// `RequestRelist` (Era C, `on_demand_relist`): queues an on-demand relist of the pod for the loop, stamped
+    /// with the clock's time. Returns False when nothing was queued: the option is off (nothing happens, as
+    /// with the gate off) or the queue holds 200 requests already (dropped, counted in `stats()`).
+    fn request_relist(&self, py: Python<'_>, uid: &str) -> PyResult<bool> {
+        let pleg = self.inner.clone();
+        Ok(py.detach(|| pleg.request_relist(uid))?)
+    }
+
+    /// One pass of the relist loop (`workerLoopIteration`) on this thread, without its wait: the global
+    /// relist if due (`"relist"`), else one queued relist request (`"relist_pod"`, or `"skipped"` when a
+    /// global relist started after it was made); None when nothing was due. Raises what the relist raised
+    /// (`get_pod()`'s error included). For driving the loop step by step on a fake clock while it is not
+    /// started; a stopped PLEG's first pass relists, as `start()` does.
+    fn loop_iteration(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
+        if self.inner.running() {
+            return Err(PyRuntimeError::new_err("loop_iteration() while the loop started by start() runs"));
+        }
+        let pleg = self.inner.clone();
+        Ok(match py.detach(|| pleg.loop_iteration())? {
+            LoopStep::Relisted => Some("relist"),
+            LoopStep::PodRelisted => Some("relist_pod"),
+            LoopStep::Skipped => Some("skipped"),
+            LoopStep::Idle => None,
+        })
+    }
+
     /// `Update`: a new period and threshold (seconds), used from the next wait of the loop.
     fn update(&self, relist_period: &Bound<'_, PyAny>, relist_threshold: &Bound<'_, PyAny>) -> PyResult<()> {
         let period = seconds_arg(relist_period, "relist_period", true)?;
@@ -1125,7 +1186,8 @@ impl PyGenericPLEG {
     }
 
     /// Counters: relists, failures, durations on the clock (seconds), events sent and dropped, inspections,
-    /// inspection errors and timeouts, reinspections, running pods and containers by state.
+    /// inspection errors and timeouts, reinspections, on-demand pod relists and their failures, relist
+    /// requests queued, skipped and dropped, running pods and containers by state.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.inner.stats();
         let d = PyDict::new(py);
@@ -1139,6 +1201,11 @@ impl PyGenericPLEG {
         d.set_item("inspection_errors", s.inspection_errors)?;
         d.set_item("inspection_timeouts", s.inspection_timeouts)?;
         d.set_item("reinspections", s.reinspections)?;
+        d.set_item("pod_relists", s.pod_relists)?;
+        d.set_item("pod_relist_failures", s.pod_relist_failures)?;
+        d.set_item("relist_requests_queued", self.inner.queued_relists())?;
+        d.set_item("relist_requests_skipped", s.relist_requests_skipped)?;
+        d.set_item("relist_requests_dropped", s.relist_requests_dropped)?;
         d.set_item("running_pods", s.running_pods)?;
         let rc = PyDict::new(py);
         for (i, name) in ["created", "running", "exited", "unknown"].iter().enumerate() {
