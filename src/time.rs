@@ -35,6 +35,12 @@ impl Time {
         Time(self.0.saturating_add(d))
     }
 
+    /// The instant `metav1.Time` keeps of this one: its whole seconds (floored, also before 1970). None in the
+    /// last fraction of a second of the range, whose floor is outside it.
+    pub fn whole_seconds(self) -> Option<Time> {
+        split(self.0).0.checked_mul(NANOS_PER_SECOND).map(Time)
+    }
+
     /// `2006-01-02T15:04:05Z` (RFC 3339, whole seconds, UTC), as `metav1.Time` writes it.
     pub fn rfc3339_bytes(self) -> [u8; 20] {
         let mut b = [0u8; 20];
@@ -223,6 +229,17 @@ mod tests {
         assert_eq!(Time(951_782_400 * NANOS_PER_SECOND).to_rfc3339(), "2000-02-29T00:00:00Z");
         assert_eq!(Time(i64::MAX).to_rfc3339(), "2262-04-11T23:47:16Z");
         assert_eq!(Time(i64::MIN).to_rfc3339(), "1677-09-21T00:12:43Z");
+    }
+
+    #[test]
+    fn whole_seconds_floor_like_the_formatting() {
+        assert_eq!(Time(1_704_067_201_999_999_999).whole_seconds(), Some(Time(1_704_067_201_000_000_000)));
+        assert_eq!(Time(-1).whole_seconds(), Some(Time(-NANOS_PER_SECOND)));
+        assert_eq!(Time(i64::MAX).whole_seconds(), Some(Time(i64::MAX / NANOS_PER_SECOND * NANOS_PER_SECOND)));
+        assert_eq!(Time(i64::MIN).whole_seconds(), None);
+        for t in [Time(1_704_067_201_500_000_000), Time(-1), Time(i64::MAX)] {
+            assert_eq!(Time::parse_rfc3339(&t.to_rfc3339()).ok(), t.whole_seconds());
+        }
     }
 
     #[test]

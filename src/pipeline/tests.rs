@@ -211,22 +211,29 @@ fn shutdown_gives_a_failing_event_one_try_and_returns() {
     assert_eq!(b2.record(occurrence(reference("x", ""), "A", clock.get())), Err(Stopped));
 }
 
-#[test]
-fn workers_keep_the_writes_of_one_event_in_order() {
+/// A broadcaster with no spam filtering to speak of, recording to `sink` with `workers` delivery workers.
+fn with_workers(sink: Arc<dyn EventSink>, workers: usize, queue_length: usize) -> (Arc<FakeClock>, EventBroadcaster) {
     let clock = Arc::new(FakeClock::new(START));
     let mut o = options(clock.clone());
     o.correlator.burst = 1_000_000;
-    o.queue_length = 100_000;
+    o.queue_length = queue_length;
     let b = EventBroadcaster::new(o, Arc::new(Quiet)).unwrap();
+    b.start_recording_to_sink(sink, workers, KeyFuncs::default()).unwrap();
+    (clock, b)
+}
+
+fn pod(i: usize) -> ObjectReference {
+    ObjectReference { name: format!("pod-{i}"), ..reference("bar", "") }
+}
+
+#[test]
+fn workers_keep_the_writes_of_one_event_in_order() {
     let sink = Arc::new(Recording::default());
-    b.start_recording_to_sink(sink.clone(), 4, KeyFuncs::default()).unwrap();
-    for round in 0..50 {
+    let (clock, b) = with_workers(sink.clone(), 4, 100_000);
+    for _ in 0..50 {
         for i in 0..20 {
-            let mut r = reference("bar", "");
-            r.name = format!("pod-{i}");
             clock.step(1_000_000);
-            let _ = round;
-            assert_eq!(b.record(occurrence(r, "R", clock.get())), Ok(true));
+            assert_eq!(b.record(occurrence(pod(i), "R", clock.get())), Ok(true));
         }
     }
     assert!(b.shutdown(Some(Duration::from_secs(30))));
@@ -268,17 +275,10 @@ impl EventSink for Gated {
 
 #[test]
 fn workers_share_the_writes_evenly() {
-    let clock = Arc::new(FakeClock::new(START));
-    let mut o = options(clock.clone());
-    o.correlator.burst = 1_000_000;
-    o.queue_length = 10_000;
-    let b = EventBroadcaster::new(o, Arc::new(Quiet)).unwrap();
     let sink = Arc::new(Gated::default());
-    b.start_recording_to_sink(sink.clone(), 8, KeyFuncs::default()).unwrap();
+    let (clock, b) = with_workers(sink.clone(), 8, 10_000);
     for i in 0..800 {
-        let mut r = reference("bar", "");
-        r.name = format!("pod-{i}");
-        assert_eq!(b.record(occurrence(r, "R", clock.get())), Ok(true));
+        assert_eq!(b.record(occurrence(pod(i), "R", clock.get())), Ok(true));
     }
     // Every write handed to a worker (queued or in its hands) before any is done: the shares come from
     // the assignment alone.

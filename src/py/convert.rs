@@ -170,7 +170,7 @@ pub fn event_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Event> {
 /// A Python str of `s`. ASCII text (nearly every string of an event) is copied straight into a new compact
 /// str, as jiter does: `PyUnicode_FromStringAndSize` first decodes it as UTF-8, byte by byte, which made a
 /// good part of building a sink's event dict.
-pub(super) fn py_str<'py>(py: Python<'py>, s: &str) -> PyResult<Bound<'py, PyString>> {
+fn py_str<'py>(py: Python<'py>, s: &str) -> PyResult<Bound<'py, PyString>> {
     if s.is_ascii() {
         ascii_str(py, s.as_bytes())
     } else {
@@ -199,23 +199,29 @@ fn py_time<'py>(py: Python<'py>, t: Time) -> PyResult<Bound<'py, PyString>> {
     ascii_str(py, &t.rfc3339_bytes())
 }
 
-/// Sets `key` to `v`, always.
-fn set_text(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, v: &str) -> PyResult<()> {
-    d.set_item(key, py_str(d.py(), v)?)
-}
-
 /// Sets `key` unless `v` is empty (Go's `omitempty`).
 pub(super) fn set_str(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, v: &str) -> PyResult<()> {
+    match omit_empty(d.py(), v)? {
+        Some(s) => d.set_item(key, s),
+        None => Ok(()),
+    }
+}
+
+/// The str of `v`, None when empty (Go's `omitempty`).
+fn omit_empty<'py>(py: Python<'py>, v: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
     if v.is_empty() {
-        Ok(())
+        Ok(None)
     } else {
-        set_text(d, key, v)
+        py_str(py, v).map(|s| Some(s.into_any()))
     }
 }
 
 pub(super) fn time_str(t: Option<Time>, micro: bool) -> Option<String> {
     t.map(|t| if micro { t.to_rfc3339_micro() } else { t.to_rfc3339() })
 }
+
+/// A dict key and its value; None leaves the key out.
+type Field<'a, 'py> = (&'a Bound<'py, PyString>, Option<Bound<'py, PyAny>>);
 
 /// Empty dicts with given keys (values None), one per key set, to copy. A copy takes the key table in one
 /// allocation and setting an existing key is a lookup, where a dict built key by key resized twice on the way
@@ -224,47 +230,55 @@ pub(super) fn time_str(t: Option<Time>, micro: bool) -> Option<String> {
 static SHAPES: std::sync::Mutex<Vec<(Shape, u32, Py<PyDict>)>> = std::sync::Mutex::new(Vec::new());
 const MAX_SHAPES: usize = 64;
 
+/// Which list of fields a template is for (the same mask means other keys in another list).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Shape {
     Event,
     Reference,
 }
 
-/// A new dict with the `keys` whose `present` flag is set, in order, each None. The lock is never held
-/// across a call into Python, which may run arbitrary code (a finalizer) that converts an event too.
-fn shaped_dict<'py>(py: Python<'py>, shape: Shape, keys: &[&str], present: &[bool]) -> PyResult<Bound<'py, PyDict>> {
-    let mask = present.iter().enumerate().fold(0u32, |m, (i, &p)| m | (u32::from(p) << i));
+/// The dict of the `fields` that have a value, in their order. The lock is never held across a call into
+/// Python, which may run arbitrary code (a finalizer) that converts an event too.
+fn dict_of<'py>(py: Python<'py>, shape: Shape, fields: &[Field<'_, 'py>]) -> PyResult<Bound<'py, PyDict>> {
+    let mask = fields.iter().enumerate().fold(0u32, |m, (i, (_, v))| m | (u32::from(v.is_some()) << i));
     let shapes = || SHAPES.lock().unwrap_or_else(|p| p.into_inner());
     let known = shapes().iter().find(|(s, m, _)| *s == shape && *m == mask).map(|(_, _, t)| t.clone_ref(py));
-    if let Some(template) = known {
-        return template.bind(py).copy();
-    }
-    let d = PyDict::new(py);
-    for (k, _) in keys.iter().zip(present).filter(|(_, &p)| p) {
-        d.set_item(PyString::intern(py, k), py.None())?;
-    }
-    let mut all = shapes();
-    if all.len() < MAX_SHAPES && !all.iter().any(|(s, m, _)| *s == shape && *m == mask) {
-        all.push((shape, mask, d.clone().unbind()));
-        drop(all);
-        return d.copy();
+    let d = match known {
+        Some(template) => template.bind(py).copy()?,
+        None => {
+            let template = PyDict::new(py);
+            for (k, _) in fields.iter().filter(|(_, v)| v.is_some()) {
+                template.set_item(*k, py.None())?;
+            }
+            let mut all = shapes();
+            if all.len() < MAX_SHAPES && !all.iter().any(|(s, m, _)| *s == shape && *m == mask) {
+                all.push((shape, mask, template.clone().unbind()));
+                drop(all);
+                template.copy()?
+            } else {
+                template
+            }
+        }
+    };
+    for (k, v) in fields {
+        if let Some(v) = v.as_ref().filter(|v| !v.is_none()) {
+            d.set_item(*k, v)?;
+        }
     }
     Ok(d)
 }
 
-const REFERENCE_KEYS: [&str; 7] = ["kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath"];
-
 pub fn reference_to_py<'py>(py: Python<'py>, r: &ObjectReference) -> PyResult<Bound<'py, PyDict>> {
-    let values = [&r.kind, &r.namespace, &r.name, &r.uid, &r.api_version, &r.resource_version, &r.field_path];
-    let d = shaped_dict(py, Shape::Reference, &REFERENCE_KEYS, &values.map(|v| !v.is_empty()))?;
-    set_str(&d, intern!(py, "kind"), &r.kind)?;
-    set_str(&d, intern!(py, "namespace"), &r.namespace)?;
-    set_str(&d, intern!(py, "name"), &r.name)?;
-    set_str(&d, intern!(py, "uid"), &r.uid)?;
-    set_str(&d, intern!(py, "apiVersion"), &r.api_version)?;
-    set_str(&d, intern!(py, "resourceVersion"), &r.resource_version)?;
-    set_str(&d, intern!(py, "fieldPath"), &r.field_path)?;
-    Ok(d)
+    let fields = [
+        (intern!(py, "kind"), omit_empty(py, &r.kind)?),
+        (intern!(py, "namespace"), omit_empty(py, &r.namespace)?),
+        (intern!(py, "name"), omit_empty(py, &r.name)?),
+        (intern!(py, "uid"), omit_empty(py, &r.uid)?),
+        (intern!(py, "apiVersion"), omit_empty(py, &r.api_version)?),
+        (intern!(py, "resourceVersion"), omit_empty(py, &r.resource_version)?),
+        (intern!(py, "fieldPath"), omit_empty(py, &r.field_path)?),
+    ];
+    dict_of(py, Shape::Reference, &fields)
 }
 
 /// `metadata`: name, namespace, resourceVersion (omitempty) and annotations (when any).
@@ -295,84 +309,36 @@ pub(super) fn series_to_py<'py>(py: Python<'py>, s: &EventSeries) -> PyResult<Bo
     Ok(sd)
 }
 
-const EVENT_KEYS: [&str; 17] = [
-    "apiVersion",
-    "kind",
-    "metadata",
-    "involvedObject",
-    "reason",
-    "message",
-    "source",
-    "firstTimestamp",
-    "lastTimestamp",
-    "count",
-    "type",
-    "eventTime",
-    "series",
-    "action",
-    "related",
-    "reportingComponent",
-    "reportingInstance",
-];
-
 /// A core/v1 Event as the dict `json.loads` would give for Go's JSON of it.
 pub fn event_to_py<'py>(py: Python<'py>, e: &Event) -> PyResult<Bound<'py, PyDict>> {
-    let present = [
-        !e.api_version.is_empty(),
-        !e.kind.is_empty(),
-        true,
-        true,
-        !e.reason.is_empty(),
-        !e.message.is_empty(),
-        true,
-        true,
-        true,
-        e.count != 0,
-        !e.type_.is_empty(),
-        true,
-        e.series.is_some(),
-        !e.action.is_empty(),
-        e.related.is_some(),
-        true,
-        true,
-    ];
-    let d = shaped_dict(py, Shape::Event, &EVENT_KEYS, &present)?;
-    set_str(&d, intern!(py, "apiVersion"), &e.api_version)?;
-    set_str(&d, intern!(py, "kind"), &e.kind)?;
-    d.set_item(intern!(py, "metadata"), meta_to_py(py, &e.metadata)?)?;
-    d.set_item(intern!(py, "involvedObject"), reference_to_py(py, &e.involved_object)?)?;
-    set_str(&d, intern!(py, "reason"), &e.reason)?;
-    set_str(&d, intern!(py, "message"), &e.message)?;
-    d.set_item(intern!(py, "source"), source_to_py(py, &e.source)?)?;
     let first = e.first_timestamp.map(|t| py_time(py, t)).transpose()?;
     // A first occurrence has both timestamps equal: one string serves both.
     let last = match &first {
         Some(f) if e.last_timestamp == e.first_timestamp => Some(f.clone()),
         _ => e.last_timestamp.map(|t| py_time(py, t)).transpose()?,
     };
-    if let Some(f) = first {
-        d.set_item(intern!(py, "firstTimestamp"), f)?;
-    }
-    if let Some(l) = last {
-        d.set_item(intern!(py, "lastTimestamp"), l)?;
-    }
-    if e.count != 0 {
-        d.set_item(intern!(py, "count"), e.count)?;
-    }
-    set_str(&d, intern!(py, "type"), &e.type_)?;
-    if let Some(t) = time_str(e.event_time, true) {
-        set_text(&d, intern!(py, "eventTime"), &t)?;
-    }
-    if let Some(s) = &e.series {
-        d.set_item(intern!(py, "series"), series_to_py(py, s)?)?;
-    }
-    set_str(&d, intern!(py, "action"), &e.action)?;
-    if let Some(r) = &e.related {
-        d.set_item(intern!(py, "related"), reference_to_py(py, r)?)?;
-    }
-    set_text(&d, intern!(py, "reportingComponent"), &e.reporting_controller)?;
-    set_text(&d, intern!(py, "reportingInstance"), &e.reporting_instance)?;
-    Ok(d)
+    // Written even when unset (null), as Go writes struct-valued fields.
+    let always = |v: Option<Bound<'py, PyString>>| Some(v.map_or_else(|| py.None().into_bound(py), Bound::into_any));
+    let fields = [
+        (intern!(py, "apiVersion"), omit_empty(py, &e.api_version)?),
+        (intern!(py, "kind"), omit_empty(py, &e.kind)?),
+        (intern!(py, "metadata"), Some(meta_to_py(py, &e.metadata)?.into_any())),
+        (intern!(py, "involvedObject"), Some(reference_to_py(py, &e.involved_object)?.into_any())),
+        (intern!(py, "reason"), omit_empty(py, &e.reason)?),
+        (intern!(py, "message"), omit_empty(py, &e.message)?),
+        (intern!(py, "source"), Some(source_to_py(py, &e.source)?.into_any())),
+        (intern!(py, "firstTimestamp"), always(first)),
+        (intern!(py, "lastTimestamp"), always(last)),
+        (intern!(py, "count"), (e.count != 0).then(|| e.count.into_pyobject(py)).transpose()?.map(Bound::into_any)),
+        (intern!(py, "type"), omit_empty(py, &e.type_)?),
+        (intern!(py, "eventTime"), always(time_str(e.event_time, true).map(|t| py_str(py, &t)).transpose()?)),
+        (intern!(py, "series"), e.series.as_ref().map(|s| series_to_py(py, s)).transpose()?.map(Bound::into_any)),
+        (intern!(py, "action"), omit_empty(py, &e.action)?),
+        (intern!(py, "related"), e.related.as_ref().map(|r| reference_to_py(py, r)).transpose()?.map(Bound::into_any)),
+        (intern!(py, "reportingComponent"), Some(py_str(py, &e.reporting_controller)?.into_any())),
+        (intern!(py, "reportingInstance"), Some(py_str(py, &e.reporting_instance)?.into_any())),
+    ];
+    dict_of(py, Shape::Event, &fields)
 }
 
 const RECORD_KEYS: [&str; 8] =

@@ -206,9 +206,8 @@ impl Shared {
         &self,
         st: MutexGuard<'_, State>,
         timeout: Option<Duration>,
-        pending: impl FnMut(&mut State) -> bool,
+        mut pending: impl FnMut(&mut State) -> bool,
     ) -> bool {
-        let mut pending = pending;
         match timeout {
             None => {
                 drop(self.idle.wait_while(st, &mut pending).unwrap_or_else(|p| p.into_inner()));

@@ -16,6 +16,7 @@ use super::gil::GilTurns;
 use super::convert::{event_from_py, event_to_py};
 use crate::event::Event;
 use crate::sink::{EventSink, WriteError};
+use crate::time::Time;
 
 /// A failed sink call as a write error: the exception's HTTP `status` when it has one (the official
 /// clients' `ApiException`), else `TypeError`/`ValueError` give up and anything else is retried.
@@ -133,7 +134,8 @@ impl PySink {
 }
 
 /// Sets the fields `UpdateState` keeps (name, resourceVersion, count, firstTimestamp) of `e` from `d`; on an
-/// error `e` stays as sent. Values equal to the sent ones (the common answer) are neither copied nor parsed.
+/// error `e` stays as sent. The strings go into the event's own buffers, and a first timestamp written as it
+/// was sent (the common answer) is not parsed again.
 fn state_fields<'py>(py: Python<'py>, e: &mut Event, d: &Bound<'py, PyDict>) -> PyResult<()> {
     let text = |v: Option<Bound<'py, PyAny>>, what: &str| -> PyResult<Option<Bound<'py, PyString>>> {
         match v.filter(|v| !v.is_none()) {
@@ -156,30 +158,29 @@ fn state_fields<'py>(py: Python<'py>, e: &mut Event, d: &Bound<'py, PyDict>) -> 
         Some(v) => v.extract::<i32>().map_err(|_| PyTypeError::new_err("event.count: expected an int32"))?,
     };
     let first = text(d.get_item(intern!(py, "firstTimestamp"))?, "firstTimestamp")?;
-    let first = first.as_ref().map(|s| s.to_str()).transpose()?.unwrap_or("");
-    let first_timestamp = match e.first_timestamp {
+    let first = str_or_empty(&first)?;
+    // Written as sent: what parsing it would give.
+    let as_sent = e.first_timestamp.filter(|t| t.rfc3339_bytes() == first.as_bytes()).and_then(Time::whole_seconds);
+    let first_timestamp = match as_sent {
         _ if first.is_empty() => None,
-        // As parsed: metav1.Time has whole seconds.
-        Some(t) if t.rfc3339_bytes() == first.as_bytes() => {
-            Some(crate::time::Time::from_unix_nanos(t.unix_nanos() - t.unix_nanos().rem_euclid(1_000_000_000)))
-        }
-        _ => Some(
-            crate::time::Time::parse_rfc3339(first)
-                .map_err(|err| PyValueError::new_err(format!("event.firstTimestamp: {err}")))?,
+        Some(t) => Some(t),
+        None => Some(
+            Time::parse_rfc3339(first).map_err(|err| PyValueError::new_err(format!("event.firstTimestamp: {err}")))?,
         ),
     };
     if let Some((name, resource_version)) = meta {
-        let name = name.as_ref().map(|s| s.to_str()).transpose()?.unwrap_or("");
-        let resource_version = resource_version.as_ref().map(|s| s.to_str()).transpose()?.unwrap_or("");
-        for (field, value) in [(&mut e.metadata.name, name), (&mut e.metadata.resource_version, resource_version)] {
-            if field != value {
-                value.clone_into(field);
-            }
-        }
+        let (name, resource_version) = (str_or_empty(&name)?, str_or_empty(&resource_version)?);
+        name.clone_into(&mut e.metadata.name);
+        resource_version.clone_into(&mut e.metadata.resource_version);
     }
     e.count = count;
     e.first_timestamp = first_timestamp;
     Ok(())
+}
+
+/// The text of an optional str; empty when absent.
+fn str_or_empty<'a>(s: &'a Option<Bound<'_, PyString>>) -> PyResult<&'a str> {
+    s.as_ref().map_or(Ok(""), |s| s.to_str())
 }
 
 impl EventSink for PySink {
