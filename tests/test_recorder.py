@@ -1,6 +1,7 @@
 """Ports of client-go's tools/record/event_test.go, and the recorder's own API: formatting, validation,
 object references, FakeRecorder."""
 
+import json
 import logging
 import subprocess
 import sys
@@ -381,6 +382,20 @@ def test_references_of_dicts_mappings_and_field_paths():
     assert ref({"kind": "Deployment", "metadata": {"name": "d", "namespace": "n", "resourceVersion": "7"}}) == {
         "kind": "Deployment", "namespace": "n", "name": "d", "apiVersion": "apps/v1", "resourceVersion": "7",
     }
+
+
+def test_reference_fields_are_found_whatever_else_the_dict_holds():
+    ref = kubevents.object_reference
+    # Keys built at run time (as json.loads makes them) are not the interned constants of the code.
+    loaded = json.loads('{"spec": {}, "kind": "Pod", "apiVersion": "v1", "metadata": {"uid": "u", "name": "p"}}')
+    assert ref(loaded) == {"kind": "Pod", "name": "p", "uid": "u", "apiVersion": "v1"}
+    # Keys that are not str, or not text (a lone surrogate), are not fields; the reference fields still are.
+    odd = {1: "x", ("kind",): "Node", "\ud800": "y", **TEST_REF, "name": "later"}
+    assert ref(odd) == {**TEST_REF, "name": "later"}
+    # A manifest's own top-level name is not its reference's name.
+    assert ref({"kind": "Pod", "apiVersion": "v1", "name": "top", "metadata": {"name": "meta"}})["name"] == "meta"
+    with pytest.raises(TypeError, match="obj: namespace must be a str, got int"):
+        ref({**TEST_REF, "namespace": 3})
 
 
 def test_references_of_official_client_models():

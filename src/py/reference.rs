@@ -29,8 +29,40 @@ fn string(v: Option<Bound<'_, PyAny>>, what: &str, out: &mut String) -> PyResult
     Ok(())
 }
 
-fn item<'py>(d: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
-    d.get_item(key)
+/// The fields a reference is made of, from a manifest, its metadata or an ObjectReference dict.
+#[derive(Default)]
+struct Fields<'py> {
+    kind: Option<Bound<'py, PyAny>>,
+    api_version: Option<Bound<'py, PyAny>>,
+    metadata: Option<Bound<'py, PyAny>>,
+    name: Option<Bound<'py, PyAny>>,
+    namespace: Option<Bound<'py, PyAny>>,
+    uid: Option<Bound<'py, PyAny>>,
+    resource_version: Option<Bound<'py, PyAny>>,
+    field_path: Option<Bound<'py, PyAny>>,
+}
+
+/// The fields of `d`, in one pass over its few items: cheaper than a lookup per field, most of which miss.
+/// Keys that are not str are not fields.
+fn fields<'py>(d: &Bound<'py, PyDict>) -> Fields<'py> {
+    let mut f = Fields::default();
+    for (k, v) in d {
+        let Ok(k) = k.cast::<PyString>() else { continue };
+        let Ok(k) = k.to_str() else { continue };
+        let slot = match k {
+            "kind" => &mut f.kind,
+            "apiVersion" => &mut f.api_version,
+            "metadata" => &mut f.metadata,
+            "name" => &mut f.name,
+            "namespace" => &mut f.namespace,
+            "uid" => &mut f.uid,
+            "resourceVersion" => &mut f.resource_version,
+            "fieldPath" => &mut f.field_path,
+            _ => continue,
+        };
+        *slot = Some(v);
+    }
+    f
 }
 
 fn attr<'py>(o: &Bound<'py, PyAny>, name: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
@@ -42,17 +74,18 @@ fn attr<'py>(o: &Bound<'py, PyAny>, name: &Bound<'py, PyString>) -> PyResult<Opt
 }
 
 fn from_dict(py: Python<'_>, d: &Bound<'_, PyDict>, r: &mut ObjectReference) -> PyResult<()> {
-    string(item(d, intern!(py, "kind"))?, "kind", &mut r.kind)?;
-    string(item(d, intern!(py, "apiVersion"))?, "apiVersion", &mut r.api_version)?;
-    match item(d, intern!(py, "metadata"))? {
+    let f = fields(d);
+    string(f.kind, "kind", &mut r.kind)?;
+    string(f.api_version, "apiVersion", &mut r.api_version)?;
+    match f.metadata {
         Some(meta) if !meta.is_none() => metadata(py, &meta, r),
         _ => {
             // An ObjectReference.
-            string(item(d, intern!(py, "name"))?, "name", &mut r.name)?;
-            string(item(d, intern!(py, "namespace"))?, "namespace", &mut r.namespace)?;
-            string(item(d, intern!(py, "uid"))?, "uid", &mut r.uid)?;
-            string(item(d, intern!(py, "resourceVersion"))?, "resourceVersion", &mut r.resource_version)?;
-            string(item(d, intern!(py, "fieldPath"))?, "fieldPath", &mut r.field_path)
+            string(f.name, "name", &mut r.name)?;
+            string(f.namespace, "namespace", &mut r.namespace)?;
+            string(f.uid, "uid", &mut r.uid)?;
+            string(f.resource_version, "resourceVersion", &mut r.resource_version)?;
+            string(f.field_path, "fieldPath", &mut r.field_path)
         }
     }
 }
@@ -62,10 +95,11 @@ fn metadata(py: Python<'_>, meta: &Bound<'_, PyAny>, r: &mut ObjectReference) ->
     let Some(m) = mapping_as_dict(meta)? else {
         return metadata_object(py, meta, r);
     };
-    string(item(&m, intern!(py, "name"))?, "metadata.name", &mut r.name)?;
-    string(item(&m, intern!(py, "namespace"))?, "metadata.namespace", &mut r.namespace)?;
-    string(item(&m, intern!(py, "uid"))?, "metadata.uid", &mut r.uid)?;
-    string(item(&m, intern!(py, "resourceVersion"))?, "metadata.resourceVersion", &mut r.resource_version)
+    let f = fields(&m);
+    string(f.name, "metadata.name", &mut r.name)?;
+    string(f.namespace, "metadata.namespace", &mut r.namespace)?;
+    string(f.uid, "metadata.uid", &mut r.uid)?;
+    string(f.resource_version, "metadata.resourceVersion", &mut r.resource_version)
 }
 
 fn metadata_object(py: Python<'_>, meta: &Bound<'_, PyAny>, r: &mut ObjectReference) -> PyResult<()> {
