@@ -28,11 +28,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// How long a consumer that found its queue empty waits for more before it parks. While it lingers,
 /// producers wake it only when the queue has filled to `notify_at`: a wake-up is a system call, which would
-/// otherwise cost more than queuing an event. Batches of a quarter of the queue: each batch costs a Python
-/// consumer two GIL hand-offs, which between CPUs of a virtual machine cost more than the batch's events
-/// (256 instead of 128 made the 100k burst of BENCHMARKS.md 7–13 % faster).
+/// otherwise cost more than queuing an event.
 const LINGER: std::time::Duration = std::time::Duration::from_micros(400);
 
+/// Batches of a quarter of the queue: each batch costs a Python consumer two GIL hand-offs, which between CPUs
+/// of a virtual machine cost more than the batch's events (256 instead of 128 made the 100k burst of
+/// BENCHMARKS.md 7–13 % faster).
 fn notify_at(capacity: usize) -> usize {
     (capacity / 4).clamp(1, 256)
 }

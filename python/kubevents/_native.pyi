@@ -252,8 +252,8 @@ class Watcher:
 class Recorder:
     """client-go's ``EventRecorder``: builds events for objects and queues them. A call never waits for a slow
     watcher; when a fast one (a no-op sink, a logger) has fallen more than half a queue behind, it waits for
-    it, without the GIL, for at most 5 ms (never on a thread running an asyncio loop, nor on a broadcaster's
-    own threads).
+    it, without the GIL, for at most the broadcaster's ``catch_up_wait`` (5 ms by default; never on a thread
+    running an asyncio loop, nor on a broadcaster's own threads).
 
     ``obj`` is a manifest dict, an ObjectReference dict, a mapping with ``metadata`` (kopf bodies), an
     official client model (``V1Pod`` ...), or an object of a class given to ``register_kind``. ``type`` must

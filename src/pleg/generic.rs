@@ -57,11 +57,10 @@ pub trait Runtime: Send + Sync + 'static {
     fn get_pods(&self) -> Result<Vec<Arc<Pod>>, Error>;
     /// `GetPodStatus`.
     fn get_pod_status(&self, pod: &Pod) -> Inspection<Self::Status, Self::Error>;
-    /// `GetPod`, for the on-demand relist: one pod's listing. An error leaves the pod to the next global
-    /// relist. By default the pod is picked out of a full listing; a pod it does not list has no containers.
-    fn get_pod(&self, uid: &str) -> Result<Arc<Pod>, Error> {
-        let listed = self.get_pods()?.into_iter().find(|p| p.id == uid);
-        Ok(listed.unwrap_or_else(|| Arc::new(Pod { id: uid.to_owned(), ..Pod::default() })))
+    /// `GetPod`, for the on-demand relist: one pod's listing, None when the runtime has nothing of the pod. An
+    /// error leaves the pod to the next global relist. By default the pod is picked out of a full listing.
+    fn get_pod(&self, uid: &str) -> Result<Option<Arc<Pod>>, Error> {
+        Ok(self.get_pods()?.into_iter().find(|p| p.id == uid))
     }
     /// The error stored for a pod whose inspection was given up on.
     fn timeout_error(&self, pod: &Pod, after: Duration, still_running: bool) -> Self::Error;
@@ -150,6 +149,8 @@ pub struct Stats {
     pub relist_requests_skipped: u64,
     /// Relist requests dropped because the queue was full (the kubelet logs these).
     pub relist_requests_dropped: u64,
+    /// Relist requests waiting for the loop.
+    pub relist_requests_queued: u64,
     /// `kubelet_running_pods`: pods with a running sandbox in the last listing.
     pub running_pods: u64,
     /// `kubelet_running_containers` by state (created, running, exited, unknown) in the last listing.
@@ -456,6 +457,7 @@ impl<R: Runtime> GenericPleg<R> {
             pod_relist_failures: g(&c.pod_relist_failures),
             relist_requests_skipped: g(&c.relist_requests_skipped),
             relist_requests_dropped: g(&c.relist_requests_dropped),
+            relist_requests_queued: self.requests.len() as u64,
             running_pods: g(&c.running_pods),
             running_containers: std::array::from_fn(|i| g(&c.running_containers[i])),
         }
@@ -616,11 +618,6 @@ impl<R: Runtime> GenericPleg<R> {
         Ok(queued)
     }
 
-    /// Relist requests waiting for the loop.
-    pub fn queued_relists(&self) -> usize {
-        self.requests.len()
-    }
-
     /// `relistPod`: lists one pod (`GetPod`), reconciles its record as a relist would (events, reinspection,
     /// inspection into the cache), then marks it observed in the cache as of the listing's time. Unlike a
     /// relist it leaves the relist time, the cache's global timestamp and the running gauges alone. Returns
@@ -634,8 +631,10 @@ impl<R: Runtime> GenericPleg<R> {
         let listed_at = self.clock.now()?;
         inc(&self.counters.pod_relists);
         let pod = match self.runtime.get_pod(uid) {
-            Ok(p) if p.id == uid => p,
-            Ok(p) => {
+            // Listed without containers, as a relist would see it.
+            Ok(None) => Arc::new(Pod { id: uid.to_owned(), ..Pod::default() }),
+            Ok(Some(p)) if p.id == uid => p,
+            Ok(Some(p)) => {
                 inc(&self.counters.pod_relist_failures);
                 return Err(Error::value("get_pod()", format!("asked for pod {uid:?}, got pod {:?}", p.id)));
             }

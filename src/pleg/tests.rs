@@ -246,7 +246,7 @@ fn request_relist_is_a_no_op_without_the_option() {
     let options = PlegOptions { pod_sync_on_reinspect: true, ..PlegOptions::default() };
     let (_, _, pleg) = new_pleg(options, false);
     assert!(!pleg.request_relist("a").unwrap());
-    assert_eq!(pleg.queued_relists(), 0);
+    assert_eq!(pleg.stats().relist_requests_queued, 0);
     assert_eq!(pleg.stats().relist_requests_dropped, 0);
 }
 
@@ -258,12 +258,12 @@ fn relist_queue_holds_200_and_counts_the_drops() {
     }
     assert!(!pleg.request_relist("one-too-many").unwrap());
     assert!(!pleg.request_relist("and-another").unwrap());
-    assert_eq!(pleg.queued_relists(), 200);
+    assert_eq!(pleg.stats().relist_requests_queued, 200);
     assert_eq!(pleg.stats().relist_requests_dropped, 2);
     // Served first in, first out once the global relist is done.
     assert_eq!(pleg.loop_iteration().unwrap(), LoopStep::Relisted);
     assert_eq!(pleg.loop_iteration().unwrap(), LoopStep::Skipped);
-    assert_eq!(pleg.queued_relists(), 199);
+    assert_eq!(pleg.stats().relist_requests_queued, 199);
 }
 
 #[test]

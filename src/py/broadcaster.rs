@@ -11,7 +11,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::clock::{clock_arg, is_real_clock, timeout_arg, to_duration, to_time};
+use super::clock::{clock_arg, is_real_clock, seconds_arg, timeout_arg, to_time};
 use super::convert::event_to_py;
 use super::correlator::{key_funcs_from_py, options_from_py};
 use super::gil::GilTurns;
@@ -139,17 +139,11 @@ impl PyBroadcaster {
         )?;
         let sleep_nanos = match sleep_duration {
             None => crate::sink::DEFAULT_SLEEP_NANOS,
-            Some(d) => to_duration(d, "sleep_duration")?,
+            Some(d) => seconds_arg(d, "sleep_duration", false)?,
         };
-        if sleep_nanos < 0 {
-            return Err(PyValueError::new_err("sleep_duration must be >= 0"));
-        }
         let catch_up_wait = match catch_up_wait {
             None => DEFAULT_CATCH_UP_WAIT,
-            Some(d) => match u64::try_from(to_duration(d, "catch_up_wait")?) {
-                Ok(nanos) => Duration::from_nanos(nanos),
-                Err(_) => return Err(PyValueError::new_err("catch_up_wait must be >= 0")),
-            },
+            Some(d) => Duration::from_nanos(seconds_arg(d, "catch_up_wait", false)? as u64),
         };
         let real_time = is_real_clock(clock);
         let options = Options {

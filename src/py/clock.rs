@@ -199,14 +199,20 @@ impl PyIntervalClock {
     }
 }
 
+/// A duration argument in seconds or a timedelta, as nanoseconds: at least 0, or more than 0 when
+/// `min_exclusive`; else a ValueError naming `what`.
+pub fn seconds_arg(v: &Bound<'_, PyAny>, what: &str, min_exclusive: bool) -> PyResult<i64> {
+    let ns = to_duration(v, what)?;
+    if ns < 0 || (min_exclusive && ns == 0) {
+        return Err(PyValueError::new_err(format!("{what} must be {} 0", if min_exclusive { ">" } else { ">=" })));
+    }
+    Ok(ns)
+}
+
 /// A `timeout` argument in seconds or a timedelta; None waits without limit. Negative is a ValueError.
 pub fn timeout_arg(t: Option<&Bound<'_, PyAny>>) -> PyResult<Option<std::time::Duration>> {
     let Some(t) = t.filter(|t| !t.is_none()) else { return Ok(None) };
-    let ns = to_duration(t, "timeout")?;
-    if ns < 0 {
-        return Err(PyValueError::new_err("timeout must be >= 0"));
-    }
-    Ok(Some(std::time::Duration::from_nanos(ns as u64)))
+    Ok(Some(std::time::Duration::from_nanos(seconds_arg(t, "timeout", false)? as u64)))
 }
 
 /// Whether a clock argument is the wall clock (None or a `RealClock`): waits on it sleep in real time,

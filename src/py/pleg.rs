@@ -7,7 +7,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use super::clock::{clock_arg, is_real_clock, timeout_arg, to_datetime, to_duration, to_time};
+use super::clock::{clock_arg, is_real_clock, seconds_arg, timeout_arg, to_datetime, to_time};
 use super::convert::type_name;
 use super::errors::external;
 use crate::error::Error;
@@ -902,13 +902,13 @@ impl Runtime for PyRuntime {
     }
 
     /// A pod as `get_pods()` lists it; None for a pod the runtime has nothing of.
-    fn get_pod(&self, uid: &str) -> Result<Arc<Pod>, Error> {
+    fn get_pod(&self, uid: &str) -> Result<Option<Arc<Pod>>, Error> {
         Python::attach(|py| {
             let v = self.obj.bind(py).call_method1("get_pod", (uid,))?;
             if v.is_none() {
-                return Ok(Arc::new(Pod { id: uid.to_owned(), ..Pod::default() }));
+                return Ok(None);
             }
-            shared_pod(&v, &|| "get_pod()".into())
+            shared_pod(&v, &|| "get_pod()".into()).map(Some)
         })
         .map_err(external)
     }
@@ -952,14 +952,6 @@ impl Runtime for PyRuntime {
         };
         Python::attach(|py| PyErrValue::from_err(py, PyTimeoutError::new_err(msg)))
     }
-}
-
-fn seconds_arg(v: &Bound<'_, PyAny>, what: &str, min_exclusive: bool) -> PyResult<i64> {
-    let ns = to_duration(v, what)?;
-    if ns < 0 || (min_exclusive && ns == 0) {
-        return Err(PyValueError::new_err(format!("{what} must be {} 0", if min_exclusive { ">" } else { ">=" })));
-    }
-    Ok(ns)
 }
 
 fn ns_to_seconds(ns: i64) -> f64 {
@@ -1203,7 +1195,7 @@ impl PyGenericPLEG {
         d.set_item("reinspections", s.reinspections)?;
         d.set_item("pod_relists", s.pod_relists)?;
         d.set_item("pod_relist_failures", s.pod_relist_failures)?;
-        d.set_item("relist_requests_queued", self.inner.queued_relists())?;
+        d.set_item("relist_requests_queued", s.relist_requests_queued)?;
         d.set_item("relist_requests_skipped", s.relist_requests_skipped)?;
         d.set_item("relist_requests_dropped", s.relist_requests_dropped)?;
         d.set_item("running_pods", s.running_pods)?;
