@@ -500,7 +500,13 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
             inc.stopped = true;
             inc.queue.push_back(Message::Shutdown);
             self.shared.ready.notify_one();
+            self.shared.taken.notify_all();
         }
+    }
+
+    /// The distribution thread has ended (after `close` or `shutdown`).
+    pub fn is_finished(&self) -> bool {
+        lock(&self.thread).as_ref().is_none_or(|t| t.is_finished())
     }
 
     /// Items offered to `action_or_drop` before shutdown, including the dropped ones.

@@ -439,26 +439,45 @@ impl EventBroadcaster {
         }
     }
 
-    /// Stops accepting events, distributes what is queued, and lets every watcher finish its queue; events
-    /// that fail get one try each from now on. Waits for all of it up to `timeout`; returns whether
-    /// everything finished (when false, the watcher threads go on in the background).
-    pub fn shutdown(&self, timeout: Option<Duration>) -> bool {
+    /// Stops accepting events: the distribution thread distributes what is queued and closes the watchers'
+    /// queues, and every watcher finishes its queue; events that fail get one try each from now on. Does not
+    /// wait (see `wait_shut_down`). Idempotent.
+    pub fn begin_shutdown(&self) {
+        self.shared.stop.stop();
+        self.shared.mux.close();
+    }
+
+    /// Waits up to `timeout` for every thread of the broadcaster to end after `begin_shutdown`; returns
+    /// whether they all have. Any number of callers may wait at once.
+    pub fn wait_shut_down(&self, timeout: Option<Duration>) -> bool {
         let s = &self.shared;
         let deadline = timeout.map(|t| Instant::now() + t);
-        s.stop.stop();
-        s.mux.shutdown();
-        let mut threads = std::mem::take(&mut *lock(&s.threads));
         loop {
-            threads.retain(|t| !t.is_finished());
-            if threads.is_empty() {
+            let finished = s.mux.is_finished() && {
+                let mut threads = lock(&s.threads);
+                threads.retain(|t| !t.is_finished());
+                threads.is_empty()
+            };
+            if finished {
                 return true;
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                lock(&s.threads).extend(threads);
                 return false;
             }
             std::thread::sleep(Duration::from_micros(200));
         }
+    }
+
+    /// `begin_shutdown`, then `wait_shut_down`: returns whether everything finished within `timeout` (when
+    /// false, the watcher threads go on in the background).
+    pub fn shutdown(&self, timeout: Option<Duration>) -> bool {
+        self.begin_shutdown();
+        self.wait_shut_down(timeout)
+    }
+
+    /// Events the watchers' full queues dropped, all watchers together.
+    pub fn watcher_drops(&self) -> u64 {
+        lock(&self.shared.watcher_lanes).iter().map(|l| l.dropped()).sum()
     }
 }
 

@@ -121,6 +121,8 @@ impl Abandoned {
 impl fmt::Display for Abandoned {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            // Not an answer of the server: the sink itself failed (a bug in it, a request it could not make).
+            Abandoned::GaveUp(e) if e.status.is_none() => write!(f, "the sink failed (will not retry!): {e}"),
             Abandoned::GaveUp(e) => write!(f, "server rejected event (will not retry!): {e}"),
             Abandoned::RetryLimit(e) => write!(f, "unable to write event (retry limit exceeded!): {e}"),
             Abandoned::ShutDown(e) => write!(f, "unable to write event (broadcaster is shut down): {e}"),

@@ -1,7 +1,11 @@
 //! Named threads whose failure to start is an error, not a panic: the OS can refuse a thread (limits,
 //! memory), and that must reach Python as an exception.
 
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
@@ -10,4 +14,72 @@ pub fn spawn<T: Send + 'static>(name: &str, f: impl FnOnce() -> T + Send + 'stat
         .name(format!("kubevents-{name}"))
         .spawn(f)
         .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("cannot start thread kubevents-{name}: {e}"))))
+}
+
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark()
+    }
+}
+
+/// Runs `future` to completion on this thread; every `check` interval without progress, `go_on()` may give
+/// up (returns None), e.g. when the loop that would complete the future has stopped.
+pub fn block_on<F: Future>(future: F, check: Duration, mut go_on: impl FnMut() -> bool) -> Option<F::Output> {
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    let mut last = Instant::now();
+    loop {
+        if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+            return Some(v);
+        }
+        std::thread::park_timeout(check);
+        if last.elapsed() >= check {
+            if !go_on() {
+                return None;
+            }
+            last = Instant::now();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_on_runs_a_ready_future_and_gives_up_when_told() {
+        assert_eq!(block_on(async { 7 }, Duration::from_millis(1), || true), Some(7));
+        let mut asked = 0;
+        let out = block_on(std::future::pending::<()>(), Duration::from_millis(1), || {
+            asked += 1;
+            asked < 3
+        });
+        assert_eq!((out, asked), (None, 3));
+    }
+
+    #[test]
+    fn block_on_wakes_when_the_future_is_woken() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let d = done.clone();
+        let fut = std::future::poll_fn(move |cx| {
+            if d.load(std::sync::atomic::Ordering::SeqCst) {
+                return Poll::Ready(1);
+            }
+            let _ = tx.send(());
+            let w = cx.waker().clone();
+            let d = d.clone();
+            std::thread::spawn(move || {
+                d.store(true, std::sync::atomic::Ordering::SeqCst);
+                w.wake();
+            });
+            Poll::Pending
+        });
+        // A check interval far beyond the test's life: only the wake can end the wait.
+        assert_eq!(block_on(fut, Duration::from_secs(3600), || false), Some(1));
+        assert!(rx.recv().is_ok() && done.load(std::sync::atomic::Ordering::SeqCst));
+    }
 }

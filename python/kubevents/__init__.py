@@ -28,6 +28,9 @@ Where kubevents deliberately differs from client-go:
   event). As in client-go, a zero option selects the default, and ``qps`` is stored as a float32.
 """
 
+# First: the exit and fork hooks must be in place before anything starts a thread.
+from kubevents import _lifecycle
+from kubevents._lifecycle import DEFAULT_EXIT_TIMEOUT, get_exit_timeout, set_exit_timeout
 from kubevents._native import (
     DEFAULT_QPS,
     CorrelateResult,
@@ -47,6 +50,7 @@ from kubevents._native import Broadcaster, Recorder, Watcher, object_reference, 
 # -- end recording pipeline --
 
 __all__ = [
+    "DEFAULT_EXIT_TIMEOUT",
     "DEFAULT_QPS",
     "CorrelateResult",
     "Correlator",
@@ -55,7 +59,9 @@ __all__ = [
     "IntervalClock",
     "RealClock",
     "Simulation",
+    "get_exit_timeout",
     "make_event",
+    "set_exit_timeout",
     "simulate",
     # -- recording pipeline --
     "Broadcaster",

@@ -337,15 +337,21 @@ class Broadcaster:
         """Calls ``callback(event)`` for every later event, in order."""
     def shutdown(self, timeout: _DurationLike | None = None) -> _Stats:
         """Stops accepting events and delivers what is queued; returns the final stats, or raises
-        ``TimeoutError`` when ``timeout`` passes first."""
+        ``TimeoutError`` when ``timeout`` passes first. Ctrl-C interrupts the wait; a ``KeyboardInterrupt``
+        or ``SystemExit`` raised in a sink or callback is raised again here. ``RuntimeError`` when called on
+        the asyncio loop of an async sink (use ``aclose()``)."""
+    def aclose(self, timeout: _DurationLike | None = None) -> Awaitable[_Stats]:
+        """``shutdown()`` for a coroutine: runs it off the loop, which goes on running async sinks."""
     def wait_idle(self, timeout: _DurationLike | None = None) -> bool:
-        """Waits until nothing can happen without the clock moving; False if ``timeout`` passed first."""
+        """Waits until nothing can happen without the clock moving; False if ``timeout`` passed first.
+        Interrupted by Ctrl-C; ``RuntimeError`` on the asyncio loop of an async sink."""
     def stats(self) -> _Stats:
         """The counters."""
+    def _exit_flush(self, timeout: float) -> tuple[str, int]: ...
     def __enter__(self) -> Self: ...
-    def __exit__(self, *exc: object) -> bool: ...
+    def __exit__(self, *exc: object) -> None: ...
     def __aenter__(self) -> Awaitable[Self]: ...
-    def __aexit__(self, *exc: object) -> Awaitable[object]: ...
+    def __aexit__(self, *exc: object) -> Awaitable[_Stats]: ...
 
 def register_kind(kind: str, api_version: str, *, cls: type | None = None) -> None:
     """Makes a custom kind known: objects of ``kind`` without an ``apiVersion`` get ``api_version``, and
@@ -795,3 +801,9 @@ def replay_grid(
 ) -> list[_Metrics]:
     """Replays one trace under each entry of ``grid`` (dicts of ``simulate`` options) on ``workers`` native
     threads with the GIL released; the metrics of each replay, in grid order. ``kubevents.sweep`` builds on it."""
+
+def _close_gate(timeout: float) -> int:
+    """Exit hook: stops kubevents' threads from taking the GIL; waits up to ``timeout`` for those inside."""
+
+def _after_fork_in_child() -> None:
+    """Fork hook: the objects made before the fork refuse to be used in the child."""

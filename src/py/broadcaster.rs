@@ -9,14 +9,15 @@ use std::time::{Duration, Instant};
 use pyo3::exceptions::{PyTimeoutError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use super::clock::{clock_arg, is_real_clock, seconds_arg, timeout_arg, to_time};
 use super::convert::event_to_py;
 use super::correlator::{key_funcs_from_py, options_from_py};
 use super::gil::GilTurns;
+use super::lifecycle;
 use super::reference::reference_of;
-use super::sink::PySink;
+use super::sink::{Failures, PySink};
 use crate::broadcaster::FullChannel;
 use crate::correlator::DEFAULT_QPS;
 use crate::event::EventSource;
@@ -33,7 +34,7 @@ struct PyReporter {
 
 impl PyReporter {
     fn log(&self, level: &str, message: &str) {
-        Python::attach(|py| {
+        lifecycle::attach(|py| {
             // A broken logging set-up must not stop the pipeline.
             let _ = self.logger.bind(py).call_method1(level, (message,));
         })
@@ -67,28 +68,68 @@ struct Shared {
     turns: Arc<GilTurns>,
     /// `asyncio._get_running_loop`.
     running_loop: Py<PyAny>,
+    /// The asyncio loops of the async sinks: a blocking wait on one of them would never end.
+    sink_loops: Py<PyList>,
+    failures: Arc<Failures>,
+    /// Watcher drops logged so far.
+    watcher_drops_logged: AtomicU64,
+    /// The fork generation the broadcaster was made in.
+    generation: u64,
 }
 
 impl Shared {
-    fn warn_dropped(&self, why: &str) {
+    /// Logs a drop, at most once every `DROP_WARNING_INTERVAL`; returns whether it did.
+    fn warn_dropped(&self, why: &str) -> bool {
         let mut last = self.last_drop_warning.lock().unwrap_or_else(|p| p.into_inner());
         if last.is_some_and(|t| t.elapsed() < DROP_WARNING_INTERVAL) {
-            return;
+            return false;
         }
         *last = Some(Instant::now());
         let s = self.core.stats();
+        let watchers: u64 = s.dropped_watchers.iter().map(|(_, n)| n).sum();
         self.reporter.warn(&format!(
-            "dropping events: {why} ({} dropped at the incoming queue, {} after shutdown so far)",
+            "dropping events: {why} ({} dropped at the incoming queue, {watchers} at full watcher queues, {} after \
+             shutdown so far)",
             s.dropped_incoming,
             self.after_shutdown.load(Ordering::Relaxed)
         ));
+        true
+    }
+
+    /// Logs drops at the watchers' queues (sinks included) that were not logged yet.
+    fn warn_watcher_drops(&self) {
+        let total = self.core.watcher_drops();
+        if total > self.watcher_drops_logged.load(Ordering::Relaxed)
+            && self.warn_dropped("a watcher's queue is full (a sink or callback is behind)")
+        {
+            self.watcher_drops_logged.store(total, Ordering::Relaxed);
+        }
+    }
+
+    fn check(&self) -> PyResult<()> {
+        lifecycle::check_not_forked(self.generation, "Broadcaster")
+    }
+
+    /// Waits for the broadcaster's threads to end, up to `timeout`, interruptibly; true when they have.
+    fn wait_shut_down(&self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<bool> {
+        lifecycle::wait_until(py, timeout, |slice| self.core.wait_shut_down(Some(slice)))
     }
 }
 
 /// client-go's `EventBroadcaster` (`record.NewBroadcaster`).
-#[pyclass(module = "kubevents", name = "Broadcaster", frozen)]
+#[pyclass(module = "kubevents", name = "Broadcaster", frozen, weakref)]
 pub struct PyBroadcaster {
     shared: Arc<Shared>,
+}
+
+impl Drop for PyBroadcaster {
+    fn drop(&mut self) {
+        // Inherited through a fork: its threads and the locks they held stayed in the parent, so the core's
+        // drop could wait forever on a lock; the child leaves it be.
+        if lifecycle::is_forked(self.shared.generation) {
+            std::mem::forget(self.shared.clone());
+        }
+    }
 }
 
 fn full_channel(s: &str) -> PyResult<FullChannel> {
@@ -171,56 +212,69 @@ impl PyBroadcaster {
                 spam_key_func,
                 turns: Arc::new(GilTurns::default()),
                 running_loop: py.import(intern!(py, "asyncio"))?.getattr(intern!(py, "_get_running_loop"))?.unbind(),
+                sink_loops: PyList::empty(py).unbind(),
+                failures: Arc::default(),
+                watcher_drops_logged: AtomicU64::new(0),
+                generation: lifecycle::generation(),
             }),
         })
     }
 
     /// A recorder whose events have source `component` (and `host`).
     #[pyo3(signature = (component, host=None))]
-    fn new_recorder(&self, component: String, host: Option<String>) -> PyRecorder {
-        PyRecorder {
+    fn new_recorder(&self, component: String, host: Option<String>) -> PyResult<PyRecorder> {
+        self.shared.check()?;
+        Ok(PyRecorder {
             shared: self.shared.clone(),
             source: Arc::new(EventSource { component, host: host.unwrap_or_default() }),
-        }
+        })
     }
 
     /// Correlates every later event with a fresh correlator and writes it to `sink` with client-go's retries.
     /// `workers` writes may run at once; the writes of one event stay in order.
     #[pyo3(signature = (sink, *, workers=1))]
-    fn start_recording_to_sink(&self, py: Python<'_>, sink: &Bound<'_, PyAny>, workers: i64) -> PyResult<PyWatcher> {
+    fn start_recording_to_sink(slf: &Bound<'_, Self>, sink: &Bound<'_, PyAny>, workers: i64) -> PyResult<PyWatcher> {
+        let py = slf.py();
+        let s = &slf.get().shared;
+        s.check()?;
         let workers = positive("workers", workers)?;
-        let sink = Arc::new(PySink::new(sink, self.shared.turns.clone())?);
-        let s = &self.shared;
+        let sink = Arc::new(PySink::new(sink, s.turns.clone(), s.failures.clone())?);
         let funcs = key_funcs_from_py(
             s.key_func.as_ref().map(|f| f.clone_ref(py)),
             s.message_func.as_ref().map(|f| f.clone_ref(py)),
             s.spam_key_func.as_ref().map(|f| f.clone_ref(py)),
         )?;
-        let w = py.detach(|| s.core.start_recording_to_sink(sink, workers, funcs))?;
+        let event_loop = sink.event_loop(py);
+        let w = lifecycle::detach(py, || s.core.start_recording_to_sink(sink, workers, funcs))?;
+        if let Some(l) = event_loop {
+            s.sink_loops.bind(py).append(l)?;
+        }
+        lifecycle::track(slf.as_any())?;
         Ok(PyWatcher { inner: w })
     }
 
     /// Logs every later event as client-go's `StartLogging` does, at INFO on `logger` (default: the
     /// `kubevents` logger), or by calling `logger(line)` when it is a plain callable.
     #[pyo3(signature = (logger=None))]
-    fn start_logging(&self, py: Python<'_>, logger: Option<&Bound<'_, PyAny>>) -> PyResult<PyWatcher> {
-        self.start_lines(py, "logging", logger, log_line)
+    fn start_logging(slf: &Bound<'_, Self>, logger: Option<&Bound<'_, PyAny>>) -> PyResult<PyWatcher> {
+        Self::start_lines(slf, "logging", logger, log_line)
     }
 
     /// Logs every later event as client-go's `StartStructuredLogging` does (`Event occurred object="ns/name"
     /// fieldPath=... kind=... apiVersion=... type=... reason=... message=...`), like `start_logging`.
     #[pyo3(signature = (logger=None))]
-    fn start_structured_logging(&self, py: Python<'_>, logger: Option<&Bound<'_, PyAny>>) -> PyResult<PyWatcher> {
-        self.start_lines(py, "structured-logging", logger, structured_line)
+    fn start_structured_logging(slf: &Bound<'_, Self>, logger: Option<&Bound<'_, PyAny>>) -> PyResult<PyWatcher> {
+        Self::start_lines(slf, "structured-logging", logger, structured_line)
     }
 
     /// Calls `callback(event)` (a dict) for every later event, in order, on a thread of the broadcaster.
-    fn start_event_watcher(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<PyWatcher> {
-        if !callback.bind(py).is_callable() {
+    fn start_event_watcher(slf: &Bound<'_, Self>, callback: Py<PyAny>) -> PyResult<PyWatcher> {
+        if !callback.bind(slf.py()).is_callable() {
             return Err(PyTypeError::new_err("callback must be callable"));
         }
-        let (shared, turns) = (Arc::downgrade(&self.shared), self.shared.turns.clone());
-        self.start(py, "watcher", move |events| {
+        let this = slf.get();
+        let (shared, turns) = (Arc::downgrade(&this.shared), this.shared.turns.clone());
+        Self::start(slf, "watcher", move |events| {
             turns.attach(|py| {
                 for e in events {
                     let r = event_to_py(py, e).and_then(|d| callback.bind(py).call1((d,)));
@@ -235,32 +289,60 @@ impl PyBroadcaster {
     /// Stops accepting events, distributes what is queued and lets every sink deliver what it holds (once
     /// shut down, a failing event gets one more try). Returns the final `stats()` when all of that is done;
     /// raises `TimeoutError` saying how many deliveries are still pending when `timeout` (seconds) passes
-    /// first. Idempotent.
+    /// first. Idempotent; callers on several threads each wait for the end (or their own timeout). Ctrl-C
+    /// interrupts the wait. A `KeyboardInterrupt` or `SystemExit` raised in a sink is raised again here.
+    /// On the asyncio loop of an async sink it raises `RuntimeError`: use `aclose()` there.
     #[pyo3(signature = (timeout=None))]
     fn shutdown<'py>(&self, py: Python<'py>, timeout: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+        let s = &self.shared;
+        s.check()?;
         let timeout = timeout_arg(timeout)?;
-        let done = py.detach(|| self.shared.core.shutdown(timeout));
+        lifecycle::refuse_on_sink_loop(py, s.sink_loops.bind(py), "shutdown()")?;
+        s.core.begin_shutdown();
+        let done = s.wait_shut_down(py, timeout)?;
+        s.failures.take_interrupt()?;
         let stats = self.stats(py)?;
         if !done {
-            let pending = self.shared.core.stats().pending;
+            let pending = s.core.stats().pending;
             return Err(PyTimeoutError::new_err(format!(
                 "shutdown timed out with {pending} deliveries still pending; they go on in the background"
             )));
         }
-        let abandoned = self.shared.core.stats().abandoned;
+        s.warn_watcher_drops();
+        let abandoned = s.core.stats().abandoned;
         if abandoned > 0 {
-            self.shared.reporter.warn(&format!("shut down: {abandoned} events could not be delivered (see stats())"));
+            s.reporter.warn(&format!("shut down: {abandoned} events could not be delivered (see stats())"));
         }
         Ok(stats)
     }
 
+    /// `shutdown()` for a coroutine: awaits it on a thread of the loop's default executor, so that the loop
+    /// goes on running the async sinks' last writes. Returns the final `stats()`.
+    #[pyo3(signature = (timeout=None))]
+    fn aclose<'py>(slf: &Bound<'py, Self>, timeout: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        slf.get().shared.check()?;
+        let event_loop = pyo3_async_runtimes::get_running_loop(py)?;
+        let shutdown = py
+            .import(intern!(py, "functools"))?
+            .getattr(intern!(py, "partial"))?
+            .call1((slf.getattr(intern!(py, "shutdown"))?, timeout))?;
+        event_loop.call_method1(intern!(py, "run_in_executor"), (py.None(), shutdown))
+    }
+
     /// Waits until nothing can happen without the clock moving: every queue is empty, or its worker sleeps
     /// until a later instant between retries. Returns False if `timeout` (seconds) passed first. For tests
-    /// with a FakeClock: step the clock, then wait_idle().
+    /// with a FakeClock: step the clock, then wait_idle(). Ctrl-C interrupts it; a `KeyboardInterrupt` or
+    /// `SystemExit` raised in a sink is raised again here. `RuntimeError` on the asyncio loop of an async sink.
     #[pyo3(signature = (timeout=None))]
     fn wait_idle(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        let s = &self.shared;
+        s.check()?;
         let timeout = timeout_arg(timeout)?;
-        Ok(py.detach(|| self.shared.core.wait_idle(timeout)))
+        lifecycle::refuse_on_sink_loop(py, s.sink_loops.bind(py), "wait_idle()")?;
+        let idle = lifecycle::wait_until(py, timeout, |slice| s.core.wait_idle(Some(slice)))?;
+        s.failures.take_interrupt()?;
+        Ok(idle)
     }
 
     /// Counters: received, dropped_incoming, dropped_after_shutdown, dropped_watchers (per watcher name),
@@ -268,7 +350,8 @@ impl PyBroadcaster {
     /// recorder_waits (recorder calls that waited for fast watchers to catch up), pending (deliveries queued
     /// or under way).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = py.detach(|| self.shared.core.stats());
+        self.shared.check()?;
+        let s = lifecycle::detach(py, || self.shared.core.stats());
         let d = PyDict::new(py);
         d.set_item("received", s.received + self.shared.after_shutdown.load(Ordering::Relaxed))?;
         d.set_item("dropped_incoming", s.dropped_incoming)?;
@@ -291,14 +374,26 @@ impl PyBroadcaster {
         Ok(d)
     }
 
+    /// For the exit hook: shuts down, waiting up to `timeout` seconds, and answers what was not delivered.
+    fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (&'static str, u64) {
+        if lifecycle::is_forked(self.shared.generation) {
+            return ("Broadcaster", 0);
+        }
+        let core = &self.shared.core;
+        core.begin_shutdown();
+        let wait = Duration::try_from_secs_f64(timeout).unwrap_or_default();
+        lifecycle::detach(py, || core.wait_shut_down(Some(wait)));
+        ("Broadcaster", core.stats().pending)
+    }
+
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
 
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<()> {
         self.shutdown(py, None)?;
-        Ok(false)
+        Ok(())
     }
 
     fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
@@ -308,24 +403,21 @@ impl PyBroadcaster {
         Ok(fut)
     }
 
-    /// Shuts down on a thread of the loop's default executor, so that async sinks can still run on the loop.
+    /// `aclose()`: shuts down off the loop, so that async sinks can still run on it.
     #[pyo3(signature = (*_exc))]
     fn __aexit__<'py>(slf: Bound<'py, Self>, _exc: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let event_loop = pyo3_async_runtimes::get_running_loop(py)?;
-        let shutdown = slf.getattr("shutdown")?;
-        event_loop.call_method1("run_in_executor", (py.None(), shutdown))
+        Self::aclose(&slf, None)
     }
 }
 
 impl PyBroadcaster {
     fn start_lines(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         kind: &str,
         logger: Option<&Bound<'_, PyAny>>,
         format: fn(&crate::event::Event) -> String,
     ) -> PyResult<PyWatcher> {
+        let py = slf.py();
         let target = match logger.filter(|l| !l.is_none()) {
             None => kubevents_logger(py)?.getattr("info")?,
             // A logging.Logger (or adapter) logs at INFO; any other callable gets the line.
@@ -340,8 +432,9 @@ impl PyBroadcaster {
         }
         .unbind();
         // A watcher thread must not keep the broadcaster alive: dropping it is what ends the thread.
-        let (shared, turns) = (Arc::downgrade(&self.shared), self.shared.turns.clone());
-        self.start(py, kind, move |events| {
+        let this = slf.get();
+        let (shared, turns) = (Arc::downgrade(&this.shared), this.shared.turns.clone());
+        Self::start(slf, kind, move |events| {
             let lines: Vec<String> = events.iter().map(|e| format(e)).collect();
             turns.attach(|py| {
                 for line in lines {
@@ -354,22 +447,30 @@ impl PyBroadcaster {
     }
 
     fn start(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         kind: &str,
         handler: impl FnMut(&[Arc<crate::event::Event>]) + Send + 'static,
     ) -> PyResult<PyWatcher> {
-        let w = py.detach(|| self.shared.core.start_event_watcher(kind, handler))?;
+        let s = &slf.get().shared;
+        s.check()?;
+        let w = lifecycle::detach(slf.py(), || s.core.start_event_watcher(kind, handler))?;
+        lifecycle::track(slf.as_any())?;
         Ok(PyWatcher { inner: w })
     }
 }
 
-/// Counts and logs an exception raised by a callback or logger; the watcher goes on.
+/// Counts and logs an exception raised by a callback or logger, with its traceback the first time; the
+/// watcher goes on. A `KeyboardInterrupt` or `SystemExit` is kept to be raised by `shutdown`/`wait_idle`.
 fn handler_failed(shared: &Weak<Shared>, py: Python<'_>, what: &str, e: PyErr) {
-    let msg = format!("{what} raised {}", e.value(py).repr().map(|r| r.to_string()).unwrap_or_default());
+    let mut msg = format!("{what} raised {}", e.value(py).repr().map(|r| r.to_string()).unwrap_or_default());
     match shared.upgrade() {
         Some(s) => {
             s.core.count_handler_error();
+            if s.failures.keep_interrupt(py, &e) {
+                msg.push_str("; the next shutdown() or wait_idle() raises it again");
+            } else if let Some(tb) = s.failures.traceback_once(py, &e) {
+                msg = format!("{msg}\n{tb}");
+            }
             s.reporter.error(&msg);
         }
         None => e.print(py),
@@ -386,7 +487,7 @@ pub struct PyWatcher {
 impl PyWatcher {
     /// Stops the watcher: it gets no more events, and what it had queued is discarded (as in client-go).
     fn stop(&self, py: Python<'_>) {
-        py.detach(|| self.inner.stop())
+        lifecycle::detach(py, || self.inner.stop())
     }
 
     /// The watcher's name in `Broadcaster.stats()["dropped_watchers"]`.
@@ -434,6 +535,7 @@ impl PyRecorder {
         time: Option<crate::time::Time>,
         field_path: Option<&str>,
     ) -> PyResult<()> {
+        self.shared.check()?;
         let type_ = EventType::parse(type_)?;
         let reference = reference_of(obj, field_path)?;
         let core = &self.shared.core;
@@ -448,11 +550,17 @@ impl PyRecorder {
                 // A watcher that needs the GIL may also be short of a CPU: waiting for it without the GIL
                 // keeps a burst from overflowing its queue. Never on an asyncio loop's thread, which the
                 // wait would stall, async sinks included.
-                if core.under_pressure() && self.shared.running_loop.bind(py).call0()?.is_none() {
-                    py.detach(|| core.relieve());
+                if core.under_pressure() {
+                    // Full watcher queues are where drops happen, and only under pressure.
+                    self.shared.warn_watcher_drops();
+                    if self.shared.running_loop.bind(py).call0()?.is_none() {
+                        lifecycle::detach(py, || core.relieve());
+                    }
                 }
             }
-            Ok(false) => self.shared.warn_dropped("the incoming queue is full"),
+            Ok(false) => {
+                self.shared.warn_dropped("the incoming queue is full");
+            }
             Err(_) => {
                 self.shared.after_shutdown.fetch_add(1, Ordering::Relaxed);
                 self.shared.warn_dropped("the broadcaster is shut down");

@@ -25,10 +25,10 @@ pub struct GilTurns {
 }
 
 impl GilTurns {
-    /// `Python::attach`, announcing the wait so that recorder calls give way.
+    /// `lifecycle::attach`, announcing the wait so that recorder calls give way.
     pub fn attach<R>(&self, f: impl FnOnce(Python<'_>) -> R) -> R {
         self.waiting.fetch_add(1, Ordering::AcqRel);
-        Python::attach(|py| {
+        super::lifecycle::attach(|py| {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
             if *self.giving_way.lock().unwrap_or_else(|p| p.into_inner()) > 0 {
                 self.handed_over.notify_all();
@@ -42,7 +42,7 @@ impl GilTurns {
         if self.waiting.load(Ordering::Acquire) == 0 {
             return;
         }
-        py.detach(|| {
+        super::lifecycle::detach(py, || {
             let mut g = self.giving_way.lock().unwrap_or_else(|p| p.into_inner());
             *g += 1;
             let (mut g, _) = self

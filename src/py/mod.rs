@@ -8,6 +8,7 @@ mod sim;
 // -- recording pipeline --
 mod broadcaster;
 mod gil;
+mod lifecycle;
 mod reference;
 mod sink;
 // events.k8s.io/v1 recording
@@ -53,5 +54,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pleg::register(m)?;
     // Tuning lab.
     m.add_function(wrap_pyfunction!(lab::replay_grid, m)?)?;
+    // Exit and fork (kubevents._lifecycle).
+    m.add_function(wrap_pyfunction!(lifecycle::_close_gate, m)?)?;
+    m.add_function(wrap_pyfunction!(lifecycle::_after_fork_in_child, m)?)?;
     Ok(())
 }

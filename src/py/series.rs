@@ -100,7 +100,7 @@ struct PySinkV1 {
 
 impl PySinkV1 {
     fn new(sink: &Bound<'_, PyAny>, turns: Arc<GilTurns>) -> PyResult<Self> {
-        let caller = PySink::new(sink, turns)?;
+        let caller = PySink::new(sink, turns, Arc::default())?;
         let (create, patch) = PySink::methods(sink)?;
         Ok(PySinkV1 { caller, create: create.unbind(), patch: patch.unbind() })
     }

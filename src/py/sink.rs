@@ -4,19 +4,25 @@
 //!
 //! `call` and `classify` are independent of the event API, for recorders of other event types.
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyString};
 use pyo3_async_runtimes::TaskLocals;
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::gil::GilTurns;
+use super::lifecycle;
 
 use super::convert::{event_from_py, event_to_py};
 use crate::event::Event;
 use crate::sink::{EventSink, WriteError};
 use crate::time::Time;
+
+/// How often a wait for an async sink's call looks whether its loop still runs.
+const LOOP_CHECK: Duration = Duration::from_millis(100);
 
 /// A failed sink call as a write error: the exception's HTTP `status` when it has one (the official
 /// clients' `ApiException`), else `TypeError`/`ValueError` give up and anything else is retried.
@@ -38,12 +44,74 @@ pub fn classify(py: Python<'_>, err: &PyErr) -> WriteError {
     }
 }
 
+/// What a broadcaster keeps of the exceptions raised by its sinks and callbacks: the first one that is not an
+/// `Exception` (`KeyboardInterrupt`, `SystemExit`), to raise again on a caller's thread, and the errors whose
+/// traceback was logged already (once each: by type and the place it was raised).
+#[derive(Default)]
+pub struct Failures {
+    interrupt: Mutex<Option<PyErr>>,
+    logged: Mutex<HashSet<String>>,
+}
+
+impl Failures {
+    /// Keeps `err` if it is not an `Exception`, and says so.
+    pub fn keep_interrupt(&self, py: Python<'_>, err: &PyErr) -> bool {
+        if err.is_instance_of::<PyException>(py) {
+            return false;
+        }
+        self.interrupt.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| err.clone_ref(py));
+        true
+    }
+
+    /// The first `KeyboardInterrupt` or `SystemExit` kept and not raised yet.
+    pub fn take_interrupt(&self) -> PyResult<()> {
+        match self.interrupt.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// `err`'s traceback, the first time an error of its type is raised at its place; else None.
+    pub fn traceback_once(&self, py: Python<'_>, err: &PyErr) -> Option<String> {
+        let mut place = err.get_type(py).name().map(|n| n.to_string()).unwrap_or_default();
+        let mut tb = err.traceback(py);
+        while let Some(t) = tb {
+            let next = t.getattr(intern!(py, "tb_next")).ok().and_then(|n| n.cast_into().ok());
+            if next.is_none() {
+                let line = t.getattr(intern!(py, "tb_lineno")).map(|l| l.to_string()).unwrap_or_default();
+                let file = t
+                    .getattr(intern!(py, "tb_frame"))
+                    .and_then(|f| f.getattr(intern!(py, "f_code")))
+                    .and_then(|c| c.getattr(intern!(py, "co_filename")))
+                    .map(|f| f.to_string())
+                    .unwrap_or_default();
+                place = format!("{place} at {file}:{line}");
+            }
+            tb = next;
+        }
+        if !self.logged.lock().unwrap_or_else(|p| p.into_inner()).insert(place) {
+            return None;
+        }
+        let lines = py
+            .import(intern!(py, "traceback"))
+            .and_then(|m| m.call_method1(intern!(py, "format_exception"), (err.value(py),)))
+            .and_then(|l| l.extract::<Vec<String>>());
+        lines.ok().map(|l| l.concat().trim_end().to_owned())
+    }
+}
+
 /// A Python sink's methods and, for async ones, the loop they run on.
 pub struct PySink {
     create: Py<PyAny>,
     patch: Py<PyAny>,
     locals: Option<TaskLocals>,
     turns: Arc<GilTurns>,
+    failures: Arc<Failures>,
+}
+
+fn is_running(event_loop: &Bound<'_, PyAny>) -> bool {
+    let py = event_loop.py();
+    event_loop.call_method0(intern!(py, "is_running")).and_then(|r| r.is_truthy()).unwrap_or(false)
 }
 
 fn is_coroutine_function(py: Python<'_>, f: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -66,7 +134,7 @@ impl PySink {
     }
 
     /// Checks the sink and, if any of its methods is `async def`, captures the running loop.
-    pub fn new(sink: &Bound<'_, PyAny>, turns: Arc<GilTurns>) -> PyResult<Self> {
+    pub fn new(sink: &Bound<'_, PyAny>, turns: Arc<GilTurns>, failures: Arc<Failures>) -> PyResult<Self> {
         let py = sink.py();
         let (create, patch) = Self::methods(sink)?;
         let is_async = is_coroutine_function(py, &create)? || is_coroutine_function(py, &patch)?;
@@ -81,7 +149,31 @@ impl PySink {
         } else {
             None
         };
-        Ok(PySink { create: create.unbind(), patch: patch.unbind(), locals, turns })
+        Ok(PySink { create: create.unbind(), patch: patch.unbind(), locals, turns, failures })
+    }
+
+    /// The asyncio loop the sink's async methods run on, if any.
+    pub fn event_loop<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        self.locals.as_ref().map(|l| l.event_loop(py))
+    }
+
+    /// A failed call as a write error. An exception that is not an `Exception` (`KeyboardInterrupt`,
+    /// `SystemExit`) is never retried: it is kept for the broadcaster to raise again on a caller's thread.
+    /// An error that is not an API error carries its traceback the first time it is seen.
+    pub fn fail(&self, py: Python<'_>, err: &PyErr) -> WriteError {
+        if self.failures.keep_interrupt(py, err) {
+            let name = err.get_type(py).name().map(|n| n.to_string()).unwrap_or_default();
+            return WriteError::give_up(format!(
+                "the sink raised {name}: not retried; the next shutdown() or wait_idle() raises it again"
+            ));
+        }
+        let mut e = classify(py, err);
+        if e.status.is_none() {
+            if let Some(tb) = self.failures.traceback_once(py, err) {
+                e.message = format!("{}\n{tb}", e.message);
+            }
+        }
+        e
     }
 
     /// Calls `method(*args)`; an awaitable result is awaited on the sink's loop, without the GIL. `args` is a
@@ -92,7 +184,7 @@ impl PySink {
         method: &Py<PyAny>,
         args: impl pyo3::call::PyCallArgs<'py>,
     ) -> Result<Bound<'py, PyAny>, WriteError> {
-        let out = method.bind(py).call1(args).map_err(|e| classify(py, &e))?;
+        let out = method.bind(py).call1(args).map_err(|e| self.fail(py, &e))?;
         // A dict or None is the common answer; looking up `__await__` on it would raise and catch inside.
         if out.is_none() || out.cast::<PyDict>().is_ok() || !out.hasattr(intern!(py, "__await__")).unwrap_or(false) {
             return Ok(out);
@@ -103,13 +195,20 @@ impl PySink {
             ));
         };
         let event_loop = locals.event_loop(py);
-        if event_loop.call_method0(intern!(py, "is_closed")).and_then(|c| c.is_truthy()).unwrap_or(true) {
+        if !is_running(&event_loop) {
             let _ = out.call_method0(intern!(py, "close"));
-            return Err(WriteError::give_up("the asyncio loop of the async sink is closed"));
+            return Err(WriteError::give_up("the asyncio loop of the async sink is not running (stopped or closed)"));
         }
-        let future = pyo3_async_runtimes::into_future_with_locals(locals, out).map_err(|e| classify(py, &e))?;
-        let result = py.detach(|| futures_executor::block_on(future));
-        result.map(|v| v.into_bound(py)).map_err(|e| classify(py, &e))
+        let future = pyo3_async_runtimes::into_future_with_locals(locals, out).map_err(|e| self.fail(py, &e))?;
+        let event_loop = event_loop.unbind();
+        // A loop that stops while the call is pending would leave this thread waiting forever.
+        let result = lifecycle::detach(py, || {
+            crate::threads::block_on(future, LOOP_CHECK, || lifecycle::attach(|py| is_running(event_loop.bind(py))))
+        });
+        match result {
+            Some(r) => r.map(|v| v.into_bound(py)).map_err(|e| self.fail(py, &e)),
+            None => Err(WriteError::give_up("the asyncio loop of the async sink stopped during the call")),
+        }
     }
 
     /// The server's event from a sink's answer, or None when it is `sent` updated in place: for None (written
@@ -195,7 +294,7 @@ impl EventSink for PySink {
     }
 
     fn create_in_place(&self, event: &mut Event) -> Result<Option<Event>, WriteError> {
-        Python::attach(|py| {
+        lifecycle::attach(|py| {
             let d = event_to_py(py, event).map_err(|e| classify(py, &e))?;
             let out = self.call(py, &self.create, (&d,))?;
             self.answer(event, &d, out)
@@ -203,7 +302,7 @@ impl EventSink for PySink {
     }
 
     fn patch_in_place(&self, event: &mut Event, patch: &[u8]) -> Result<Option<Event>, WriteError> {
-        Python::attach(|py| {
+        lifecycle::attach(|py| {
             let d = event_to_py(py, event).map_err(|e| classify(py, &e))?;
             let out = self.call(py, &self.patch, (&d, PyBytes::new(py, patch)))?;
             self.answer(event, &d, out)
