@@ -36,7 +36,7 @@ impl PyReporter {
     fn log(&self, level: &str, message: &str) {
         lifecycle::attach(|py| {
             // A broken logging set-up must not stop the pipeline.
-            let _ = self.logger.bind(py).call_method1(level, (message,));
+            let _ = self.logger.bind(py).getattr(level).and_then(|f| lifecycle::call(&f, [PyString::new(py, message).as_any()]));
         })
     }
 }
@@ -277,7 +277,7 @@ impl PyBroadcaster {
         Self::start(slf, "watcher", move |events| {
             turns.attach(|py| {
                 for e in events {
-                    let r = event_to_py(py, e).and_then(|d| callback.bind(py).call1((d,)));
+                    let r = event_to_py(py, e).and_then(|d| lifecycle::call(callback.bind(py), [&d]));
                     if let Err(e) = r {
                         handler_failed(&shared, py, "event watcher callback", e);
                     }
@@ -438,7 +438,7 @@ impl PyBroadcaster {
             let lines: Vec<String> = events.iter().map(|e| format(e)).collect();
             turns.attach(|py| {
                 for line in lines {
-                    if let Err(e) = target.bind(py).call1((line,)) {
+                    if let Err(e) = lifecycle::call(target.bind(py), [PyString::new(py, &line).as_any()]) {
                         handler_failed(&shared, py, "logger", e);
                     }
                 }

@@ -71,6 +71,8 @@ pub fn attach<R>(f: impl FnOnce(Python<'_>) -> R) -> R {
     if !enter() {
         park_forever();
     }
+    // SAFETY: sets a thread-local flag.
+    unsafe { kubevents_mark_own_thread() };
     COUNTED.set(true);
     let counted = Counted;
     match Python::try_attach(f) {
@@ -126,6 +128,29 @@ pub fn check_not_forked(made_in: u64, what: &str) -> PyResult<()> {
     Ok(())
 }
 
+extern "C" {
+    /// `PyObject_Vectorcall` under a cancellation cleanup buffer (`src/py/guard.c`).
+    fn kubevents_guarded_vectorcall(
+        callable: *mut ffi::PyObject,
+        args: *const *mut ffi::PyObject,
+        nargs: usize,
+    ) -> *mut ffi::PyObject;
+    /// Marks the calling thread as one of kubevents' own, for `kubevents_contain_aborts`.
+    fn kubevents_mark_own_thread();
+    /// From now on an abort on a thread of kubevents' own parks that thread instead (see guard.c).
+    fn kubevents_contain_aborts() -> i32;
+}
+
+/// `f(*args)` for a thread of kubevents' own (a sink, callback, logger or runtime call): should CPython end
+/// the thread inside the call, during finalization, the thread parks for good instead of aborting the
+/// process (see guard.c).
+pub fn call<'py, const N: usize>(f: &Bound<'py, PyAny>, args: [&Bound<'py, PyAny>; N]) -> PyResult<Bound<'py, PyAny>> {
+    let ptrs = args.map(|a| a.as_ptr());
+    // SAFETY: the thread is attached (it holds `f`), the arguments outlive the call, and the result is a new
+    // reference, or NULL with the exception set.
+    unsafe { Bound::from_owned_ptr_or_err(f.py(), kubevents_guarded_vectorcall(f.as_ptr(), ptrs.as_ptr(), N)) }
+}
+
 /// How often a wait without the GIL looks for a pending signal (Ctrl-C).
 const SIGNAL_CHECK: Duration = Duration::from_millis(50);
 
@@ -172,6 +197,8 @@ pub fn refuse_on_sink_loop(py: Python<'_>, loops: &Bound<'_, PyList>, what: &str
 pub fn _close_gate(py: Python<'_>, timeout: f64) -> usize {
     CLOSER.set(true);
     CLOSED.store(true, SeqCst);
+    // SAFETY: installs a SIGABRT handler that is async-signal-safe (guard.c).
+    unsafe { kubevents_contain_aborts() };
     let deadline = Instant::now() + Duration::try_from_secs_f64(timeout).unwrap_or_default();
     py.detach(|| {
         while INSIDE.load(SeqCst) > 0 && Instant::now() < deadline {

@@ -116,8 +116,8 @@ impl PySinkV1 {
             let arg = event_v1_to_py(py, event).map_err(|e| SinkError::RequestConstruction(e.to_string()))?;
             let method = if create { &self.create } else { &self.patch };
             let out = match patch {
-                None => self.caller.call(py, method, (arg,)),
-                Some(p) => self.caller.call(py, method, (arg, PyBytes::new(py, p))),
+                None => self.caller.call(py, method, [&arg]),
+                Some(p) => self.caller.call(py, method, [&arg, PyBytes::new(py, p).as_any()]),
             };
             match out {
                 // An answer that is not an event is taken as "written as sent".

@@ -94,7 +94,7 @@ impl Failures {
         }
         let lines = py
             .import(intern!(py, "traceback"))
-            .and_then(|m| m.call_method1(intern!(py, "format_exception"), (err.value(py),)))
+            .and_then(|m| m.call_method1(intern!(py, "format_exception"), (err.get_type(py), err.value(py), err.traceback(py))))
             .and_then(|l| l.extract::<Vec<String>>());
         lines.ok().map(|l| l.concat().trim_end().to_owned())
     }
@@ -176,15 +176,14 @@ impl PySink {
         e
     }
 
-    /// Calls `method(*args)`; an awaitable result is awaited on the sink's loop, without the GIL. `args` is a
-    /// Rust tuple (a vectorcall, with no argument tuple to build) or a Python one.
-    pub fn call<'py>(
+    /// Calls `method(*args)`; an awaitable result is awaited on the sink's loop, without the GIL.
+    pub fn call<'py, const N: usize>(
         &self,
         py: Python<'py>,
         method: &Py<PyAny>,
-        args: impl pyo3::call::PyCallArgs<'py>,
+        args: [&Bound<'py, PyAny>; N],
     ) -> Result<Bound<'py, PyAny>, WriteError> {
-        let out = method.bind(py).call1(args).map_err(|e| self.fail(py, &e))?;
+        let out = lifecycle::call(method.bind(py), args).map_err(|e| self.fail(py, &e))?;
         // A dict or None is the common answer; looking up `__await__` on it would raise and catch inside.
         if out.is_none() || out.cast::<PyDict>().is_ok() || !out.hasattr(intern!(py, "__await__")).unwrap_or(false) {
             return Ok(out);
@@ -296,7 +295,7 @@ impl EventSink for PySink {
     fn create_in_place(&self, event: &mut Event) -> Result<Option<Event>, WriteError> {
         lifecycle::attach(|py| {
             let d = event_to_py(py, event).map_err(|e| classify(py, &e))?;
-            let out = self.call(py, &self.create, (&d,))?;
+            let out = self.call(py, &self.create, [d.as_any()])?;
             self.answer(event, &d, out)
         })
     }
@@ -304,7 +303,7 @@ impl EventSink for PySink {
     fn patch_in_place(&self, event: &mut Event, patch: &[u8]) -> Result<Option<Event>, WriteError> {
         lifecycle::attach(|py| {
             let d = event_to_py(py, event).map_err(|e| classify(py, &e))?;
-            let out = self.call(py, &self.patch, (&d, PyBytes::new(py, patch)))?;
+            let out = self.call(py, &self.patch, [d.as_any(), PyBytes::new(py, patch).as_any()])?;
             self.answer(event, &d, out)
         })
     }
