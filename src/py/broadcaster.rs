@@ -14,6 +14,7 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 use super::clock::{clock_arg, is_real_clock, seconds_arg, timeout_arg, to_time};
 use super::convert::event_to_py;
 use super::correlator::{key_funcs_from_py, options_from_py};
+use super::errors::int_opt;
 use super::gil::GilTurns;
 use super::reference::reference_of;
 use super::sink::PySink;
@@ -117,14 +118,14 @@ impl PyBroadcaster {
         py: Python<'_>,
         clock: Option<&Bound<'_, PyAny>>,
         sleep_duration: Option<&Bound<'_, PyAny>>,
-        max_tries: i64,
-        queue_length: i64,
+        #[pyo3(from_py_with = int_opt::max_tries)] max_tries: i64,
+        #[pyo3(from_py_with = int_opt::queue_length)] queue_length: i64,
         full_channel: &str,
-        lru_cache_size: i64,
-        burst: i64,
+        #[pyo3(from_py_with = int_opt::lru_cache_size)] lru_cache_size: i64,
+        #[pyo3(from_py_with = int_opt::burst)] burst: i64,
         qps: f64,
-        max_events: i64,
-        max_interval: i64,
+        #[pyo3(from_py_with = int_opt::max_events)] max_events: i64,
+        #[pyo3(from_py_with = int_opt::max_interval)] max_interval: i64,
         key_func: Option<Py<PyAny>>,
         message_func: Option<Py<PyAny>>,
         spam_key_func: Option<Py<PyAny>>,
@@ -187,7 +188,12 @@ impl PyBroadcaster {
     /// Correlates every later event with a fresh correlator and writes it to `sink` with client-go's retries.
     /// `workers` writes may run at once; the writes of one event stay in order.
     #[pyo3(signature = (sink, *, workers=1))]
-    fn start_recording_to_sink(&self, py: Python<'_>, sink: &Bound<'_, PyAny>, workers: i64) -> PyResult<PyWatcher> {
+    fn start_recording_to_sink(
+        &self,
+        py: Python<'_>,
+        sink: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = int_opt::workers)] workers: i64,
+    ) -> PyResult<PyWatcher> {
         let workers = positive("workers", workers)?;
         let sink = Arc::new(PySink::new(sink, self.shared.turns.clone())?);
         let s = &self.shared;
