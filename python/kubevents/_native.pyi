@@ -326,7 +326,7 @@ class Broadcaster:
         """A recorder whose events have source ``component`` (and ``host``)."""
     def start_recording_to_sink(self, sink: _Sink, *, workers: int = 1) -> Watcher:
         """Correlates every later event with a fresh correlator and writes it to ``sink`` with client-go's
-        retries; up to ``workers`` writes at once, the writes of one event in order."""
+        retries; up to ``workers`` writes at once (at most 1024), the writes of one event in order."""
     def start_logging(self, logger: logging.Logger | Callable[[str], object] | None = None) -> Watcher:
         """Logs every later event as client-go's ``StartLogging`` does: at INFO on a ``logging.Logger``
         (default: the ``kubevents`` logger), or by calling ``logger(line)``."""

@@ -155,7 +155,7 @@ class EventsBroadcaster:
     for ``kubevents.sinks``; in addition, as in client-go, a 404 on a series patch turns into a create, and
     a 409 on the create of a series is retried. Retries are at most ``max_tries`` attempts in all,
     ``sleep_duration`` seconds (jittered up to +25 %) apart on ``clock``. ``cache_size`` bounds the series
-    cache.
+    cache, which grows as series arrive (a large bound costs nothing until used).
     """
 
     def __init__(

@@ -14,6 +14,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use super::clock::{clock_arg, is_real_clock, seconds_arg, timeout_arg, to_time};
 use super::convert::event_to_py;
 use super::correlator::{key_funcs_from_py, options_from_py};
+use super::errors::int_opt;
 use super::gil::GilTurns;
 use super::lifecycle;
 use super::reference::reference_of;
@@ -53,6 +54,9 @@ impl Reporter for PyReporter {
 fn kubevents_logger(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     py.import(intern!(py, "logging"))?.call_method1(intern!(py, "getLogger"), ("kubevents",))
 }
+
+/// A thread each: far more than any API server takes from one client at once.
+const MAX_WORKERS: i64 = 1024;
 
 /// How often at most a recorder warns that it is dropping events.
 const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(10);
@@ -158,14 +162,14 @@ impl PyBroadcaster {
         py: Python<'_>,
         clock: Option<&Bound<'_, PyAny>>,
         sleep_duration: Option<&Bound<'_, PyAny>>,
-        max_tries: i64,
-        queue_length: i64,
+        #[pyo3(from_py_with = int_opt::max_tries)] max_tries: i64,
+        #[pyo3(from_py_with = int_opt::queue_length)] queue_length: i64,
         full_channel: &str,
-        lru_cache_size: i64,
-        burst: i64,
+        #[pyo3(from_py_with = int_opt::lru_cache_size)] lru_cache_size: i64,
+        #[pyo3(from_py_with = int_opt::burst)] burst: i64,
         qps: f64,
-        max_events: i64,
-        max_interval: i64,
+        #[pyo3(from_py_with = int_opt::max_events)] max_events: i64,
+        #[pyo3(from_py_with = int_opt::max_interval)] max_interval: i64,
         key_func: Option<Py<PyAny>>,
         message_func: Option<Py<PyAny>>,
         spam_key_func: Option<Py<PyAny>>,
@@ -233,10 +237,17 @@ impl PyBroadcaster {
     /// Correlates every later event with a fresh correlator and writes it to `sink` with client-go's retries.
     /// `workers` writes may run at once; the writes of one event stay in order.
     #[pyo3(signature = (sink, *, workers=1))]
-    fn start_recording_to_sink(slf: &Bound<'_, Self>, sink: &Bound<'_, PyAny>, workers: i64) -> PyResult<PyWatcher> {
+    fn start_recording_to_sink(
+        slf: &Bound<'_, Self>,
+        sink: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = int_opt::workers)] workers: i64,
+    ) -> PyResult<PyWatcher> {
         let py = slf.py();
         let s = &slf.get().shared;
         s.check()?;
+        if workers > MAX_WORKERS {
+            return Err(PyValueError::new_err(format!("workers must be <= {MAX_WORKERS}, got {workers}")));
+        }
         let workers = positive("workers", workers)?;
         let sink = Arc::new(PySink::new(sink, s.turns.clone(), s.failures.clone())?);
         let funcs = key_funcs_from_py(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDateAccess, PyTimeAccess};
+use pyo3::types::{PyDateAccess, PyInt, PyTimeAccess};
 use pyo3::types::{PyDateTime, PyDelta, PyDeltaAccess, PyTzInfo, PyTzInfoAccess};
 
 use super::errors::external;
@@ -53,6 +53,11 @@ pub fn to_time(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Time> {
             PyValueError::new_err(format!("{what}: {secs} s is not a finite time in years 1678..2261"))
         });
     }
+    if v.is_instance_of::<PyInt>() {
+        return Err(PyValueError::new_err(format!(
+            "{what}: an int beyond a float's range is outside years 1678..2261"
+        )));
+    }
     Err(PyTypeError::new_err(format!("{what}: expected a datetime or epoch seconds, got {}", v.get_type().name()?)))
 }
 
@@ -79,6 +84,9 @@ pub fn to_duration(v: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
     if let Ok(secs) = v.extract::<f64>() {
         return seconds_to_nanos(secs)
             .ok_or_else(|| PyValueError::new_err(format!("{what}: {secs} s is not a finite duration")));
+    }
+    if v.is_instance_of::<PyInt>() {
+        return Err(PyValueError::new_err(format!("{what}: an int beyond a float's range is not a finite duration")));
     }
     Err(PyTypeError::new_err(format!("{what}: expected seconds or a timedelta, got {}", v.get_type().name()?)))
 }

@@ -10,7 +10,7 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 
 use super::clock::clock_arg;
 use super::convert::{event_from_py, event_to_py, reference_from_py, source_from_py, type_name};
-use super::errors::external;
+use super::errors::{external, int_opt};
 use crate::correlator::{Correlation, CorrelatorOptions, EventCorrelator, KeyFuncs, DEFAULT_QPS};
 use crate::error::Error;
 use crate::event::{Event, EventSource};
@@ -175,11 +175,11 @@ impl PyCorrelator {
     #[allow(clippy::too_many_arguments)]
     fn new(
         clock: Option<&Bound<'_, PyAny>>,
-        lru_cache_size: i64,
-        burst: i64,
+        #[pyo3(from_py_with = int_opt::lru_cache_size)] lru_cache_size: i64,
+        #[pyo3(from_py_with = int_opt::burst)] burst: i64,
         qps: f64,
-        max_events: i64,
-        max_interval: i64,
+        #[pyo3(from_py_with = int_opt::max_events)] max_events: i64,
+        #[pyo3(from_py_with = int_opt::max_interval)] max_interval: i64,
         key_func: Option<Py<PyAny>>,
         message_func: Option<Py<PyAny>>,
         spam_key_func: Option<Py<PyAny>>,

@@ -1,8 +1,10 @@
-//! The one place core errors become Python exceptions.
+//! The one place core errors become Python exceptions, and int options whose errors name the option.
 
-use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyValueError};
-use pyo3::PyErr;
+use pyo3::exceptions::{PyOSError, PyOverflowError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::{intern, PyErr};
 
+use super::convert::type_name;
 use crate::error::Error;
 
 impl From<Error> for PyErr {
@@ -41,4 +43,48 @@ impl From<Error> for PyErr {
 /// Carries a Python exception through the core unchanged.
 pub fn external(e: PyErr) -> Error {
     Error::External(Box::new(e))
+}
+
+/// An int option as `T` (anything with `__index__`, bools included, as pyo3 takes them): a TypeError naming
+/// `what` for anything else, and a ValueError naming it for an int out of `T`'s range, where pyo3's own
+/// extraction raises a bare OverflowError before the function runs.
+pub fn int_arg<'py, T: FromPyObjectOwned<'py>>(v: &Bound<'py, PyAny>, what: &str) -> PyResult<T> {
+    let e: PyErr = match v.extract::<T>() {
+        Ok(n) => return Ok(n),
+        Err(e) => e.into(),
+    };
+    let py = v.py();
+    if e.is_instance_of::<PyTypeError>(py) {
+        return Err(PyTypeError::new_err(format!("{what} must be an int, got {}", type_name(v))));
+    }
+    if !e.is_instance_of::<PyOverflowError>(py) {
+        return Err(e);
+    }
+    let int = v.call_method0(intern!(py, "__index__"))?;
+    let side = if int.lt(0)? { "small" } else { "large" };
+    // str() refuses ints beyond sys.get_int_max_str_digits().
+    let shown = match int.str() {
+        Ok(s) => s.to_string(),
+        Err(_) => format!("an int of {} bits", int.call_method0(intern!(py, "bit_length"))?),
+    };
+    Err(PyValueError::new_err(format!("{what} is too {side}: {shown}")))
+}
+
+/// pyo3's `from_py_with` takes a plain function, so each int option with a literal default gets one that
+/// names it: `#[pyo3(from_py_with = int_opt::burst)] burst: i64`.
+macro_rules! int_options {
+    ($($name:ident: $t:ty),* $(,)?) => {
+        pub mod int_opt {
+            use pyo3::prelude::*;
+            $(pub fn $name(v: &Bound<'_, PyAny>) -> PyResult<$t> {
+                super::int_arg(v, stringify!($name))
+            })*
+        }
+    };
+}
+
+int_options! {
+    lru_cache_size: i64, burst: i64, max_events: i64, max_interval: i64, max_tries: i64, queue_length: i64,
+    workers: i64, cache_size: i64, capacity: i64, channel_capacity: i64, inspect_concurrency: i64,
+    max_stream_retries: i64, n: usize,
 }

@@ -12,6 +12,7 @@ use pyo3::types::{PyDict, PyList, PyMapping, PyString};
 use super::clock::to_duration;
 use super::convert::type_name;
 use super::correlator::options_from_py;
+use super::errors::int_arg;
 use super::sim::{next_batch, BATCH};
 use crate::correlator::CorrelatorOptions;
 use crate::error::Error;
@@ -126,11 +127,10 @@ fn options_from_grid(entry: &Bound<'_, PyAny>, i: usize) -> PyResult<CorrelatorO
     for item in map.items()?.iter() {
         let (k, v): (String, Bound<'_, PyAny>) = item.extract()?;
         let int = |v: &Bound<'_, PyAny>| -> PyResult<i64> {
-            if v.is_instance_of::<pyo3::types::PyBool>() || v.is_instance_of::<pyo3::types::PyFloat>() {
-                return Err(PyTypeError::new_err(format!("grid[{i}]: {k} must be an int, got {}", type_name(v))));
+            if v.is_instance_of::<pyo3::types::PyBool>() {
+                return Err(PyTypeError::new_err(format!("grid[{i}]: {k} must be an int, got bool")));
             }
-            v.extract::<i64>()
-                .map_err(|_| PyTypeError::new_err(format!("grid[{i}]: {k} must be an int, got {}", type_name(v))))
+            int_arg(v, &format!("grid[{i}]: {k}"))
         };
         match k.as_str() {
             "lru_cache_size" => cache = int(&v)?,
@@ -164,7 +164,7 @@ pub fn replay_grid<'py>(
     trace: &Bound<'py, PyAny>,
     grid: &Bound<'py, PyAny>,
     window: Option<&Bound<'py, PyAny>>,
-    workers: Option<usize>,
+    workers: Option<&Bound<'py, PyAny>>,
     on_result: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyList>> {
     let window_ns = match window {
@@ -178,9 +178,10 @@ pub fn replay_grid<'py>(
     for (i, entry) in entries.enumerate() {
         options.push(options_from_grid(&entry?, i)?);
     }
-    if workers == Some(0) {
-        return Err(PyValueError::new_err("workers must be >= 1"));
-    }
+    let workers = match workers.filter(|w| !w.is_none()).map(|w| int_arg::<i64>(w, "workers")).transpose()? {
+        Some(w) if w < 1 => return Err(PyValueError::new_err(format!("workers must be >= 1, got {w}"))),
+        w => w.map(|w| w as usize),
+    };
     if let Some(f) = &on_result {
         if !f.bind(py).is_callable() {
             return Err(PyTypeError::new_err("on_result must be callable"));

@@ -9,7 +9,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use super::clock::{clock_arg, is_real_clock, seconds_arg, timeout_arg, to_datetime, to_time};
 use super::convert::type_name;
-use super::errors::external;
+use super::errors::{external, int_opt};
 use crate::error::Error;
 use crate::pleg::cache::{Lookup, Waiter};
 use crate::pleg::channel::Recv;
@@ -784,7 +784,7 @@ impl PyEventChannel {
     /// A standalone channel (a PLEG makes its own; pass one to share it).
     #[new]
     #[pyo3(signature = (capacity=1000))]
-    fn new(capacity: i64) -> PyResult<Self> {
+    fn new(#[pyo3(from_py_with = int_opt::capacity)] capacity: i64) -> PyResult<Self> {
         if capacity < 1 {
             return Err(PyValueError::new_err(format!("capacity must be >= 1, got {capacity}")));
         }
@@ -985,8 +985,8 @@ impl PyGenericPLEG {
         clock: Option<&Bound<'_, PyAny>>,
         relist_period: Option<&Bound<'_, PyAny>>,
         relist_threshold: Option<&Bound<'_, PyAny>>,
-        channel_capacity: i64,
-        inspect_concurrency: i64,
+        #[pyo3(from_py_with = int_opt::channel_capacity)] channel_capacity: i64,
+        #[pyo3(from_py_with = int_opt::inspect_concurrency)] inspect_concurrency: i64,
         inspect_timeout: Option<&Bound<'_, PyAny>>,
         pod_sync_on_reinspect: bool,
         on_demand_relist: bool,
@@ -1286,15 +1286,21 @@ impl PyEventedPLEG {
         py: Python<'_>,
         generic: Py<PyGenericPLEG>,
         runtime_service: Option<Py<PyAny>>,
-        max_stream_retries: i64,
+        #[pyo3(from_py_with = int_opt::max_stream_retries)] max_stream_retries: i64,
         relist_period: Option<&Bound<'_, PyAny>>,
         relist_threshold: Option<&Bound<'_, PyAny>>,
         fallback_relist_period: Option<&Bound<'_, PyAny>>,
         fallback_relist_threshold: Option<&Bound<'_, PyAny>>,
         cache_update_period: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        if max_stream_retries < 0 || max_stream_retries > i64::from(u32::MAX) {
+        if max_stream_retries < 0 {
             return Err(PyValueError::new_err(format!("max_stream_retries must be >= 0, got {max_stream_retries}")));
+        }
+        if max_stream_retries > i64::from(u32::MAX) {
+            return Err(PyValueError::new_err(format!(
+                "max_stream_retries must be <= {}, got {max_stream_retries}",
+                u32::MAX
+            )));
         }
         if let Some(s) = &runtime_service {
             if !s.bind(py).hasattr("get_container_events")? {

@@ -17,6 +17,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use super::clock::{clock_arg, is_real_clock, timeout_arg, to_duration};
 use super::convert::{meta_to_py, reference_to_py, series_to_py, set_str, source_to_py, time_str, type_name};
+use super::errors::{int_arg, int_opt};
 use super::gil::GilTurns;
 use super::reference::reference_of;
 use super::sink::PySink;
@@ -336,10 +337,11 @@ impl PyEventsV1Engine {
         sink: &Bound<'_, PyAny>,
         clock: Option<&Bound<'_, PyAny>>,
         sleep_duration: Option<&Bound<'_, PyAny>>,
-        max_tries: i64,
-        cache_size: i64,
-        seed: Option<u64>,
+        #[pyo3(from_py_with = int_opt::max_tries)] max_tries: i64,
+        #[pyo3(from_py_with = int_opt::cache_size)] cache_size: i64,
+        seed: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let seed = seed.filter(|s| !s.is_none()).map(|s| int_arg::<u64>(s, "seed")).transpose()?;
         // Checked now; the caller is made when recording starts, on the loop running then.
         PySink::methods(sink)?;
         let real_clock = is_real_clock(clock);
@@ -349,10 +351,11 @@ impl PyEventsV1Engine {
         if let Some(d) = sleep_duration {
             options.sleep_duration = to_duration(d, "sleep_duration")?;
         }
-        options.max_tries = u32::try_from(max_tries)
-            .ok()
-            .filter(|&n| n >= 1)
-            .ok_or_else(|| PyValueError::new_err(format!("max_tries must be >= 1, got {max_tries}")))?;
+        if max_tries < 1 {
+            return Err(PyValueError::new_err(format!("max_tries must be >= 1, got {max_tries}")));
+        }
+        // As in the core/v1 Broadcaster: more tries than a u32 holds are as good as unlimited.
+        options.max_tries = u32::try_from(max_tries).unwrap_or(u32::MAX);
         options.cache_size = usize::try_from(cache_size)
             .ok()
             .and_then(NonZeroUsize::new)

@@ -12,6 +12,7 @@ use pyo3::types::{PyDict, PyIterator, PyList};
 
 use super::convert::record_from_py;
 use super::correlator::{key_funcs_from_py, options_from_py};
+use super::errors::{int_arg, int_opt};
 use super::lab::{data_frame, object_dict, summary_dict, window_from_py, DEFAULT_WINDOW_NS};
 use crate::correlator::{CorrelatorOptions, DEFAULT_QPS};
 use crate::error::Error;
@@ -140,7 +141,11 @@ impl PySimulation {
 
     /// The `n` objects with the most API writes (creates + patches), as dicts; needs `per_object=True`.
     #[pyo3(signature = (n=10))]
-    fn top_objects<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyList>> {
+    fn top_objects<'py>(
+        &self,
+        py: Python<'py>,
+        #[pyo3(from_py_with = int_opt::n)] n: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
         let objects = self.objects.as_ref().ok_or_else(|| {
             PyTypeError::new_err("per-object totals were not kept: call simulate(..., per_object=True)")
         })?;
@@ -170,7 +175,8 @@ impl PySimulation {
     /// The metrics of each object, most API writes first (`n` of them, or all); needs `metrics=True` and
     /// `per_object=True`.
     #[pyo3(signature = (n=None))]
-    fn object_metrics<'py>(&self, py: Python<'py>, n: Option<usize>) -> PyResult<Bound<'py, PyList>> {
+    fn object_metrics<'py>(&self, py: Python<'py>, n: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyList>> {
+        let n = n.filter(|n| !n.is_none()).map(|n| int_arg::<usize>(n, "n")).transpose()?;
         let m = self.replay_metrics()?;
         let objects = m.objects.as_ref().ok_or_else(|| {
             PyTypeError::new_err("per-object metrics were not kept: call simulate(..., metrics=True, per_object=True)")
@@ -317,11 +323,11 @@ fn fill(py: Python<'_>, st: &mut DecisionState) -> PyResult<()> {
 pub fn simulate(
     py: Python<'_>,
     trace: &Bound<'_, PyAny>,
-    lru_cache_size: i64,
-    burst: i64,
+    #[pyo3(from_py_with = int_opt::lru_cache_size)] lru_cache_size: i64,
+    #[pyo3(from_py_with = int_opt::burst)] burst: i64,
     qps: f64,
-    max_events: i64,
-    max_interval: i64,
+    #[pyo3(from_py_with = int_opt::max_events)] max_events: i64,
+    #[pyo3(from_py_with = int_opt::max_interval)] max_interval: i64,
     key_func: Option<Py<PyAny>>,
     message_func: Option<Py<PyAny>>,
     spam_key_func: Option<Py<PyAny>>,

@@ -97,13 +97,10 @@ impl SeriesCache {
 
 impl<S: BuildHasher> SeriesCache<S> {
     pub fn with_hasher(capacity: NonZeroUsize, hasher: S) -> Self {
-        SeriesCache {
-            entries: LruCache::new(capacity),
-            hasher,
-            scratch: Vec::new(),
-            len: 0,
-            stats: CacheStats::default(),
-        }
+        // `LruCache::new` reserves the whole capacity up front; unbounded and then resized, it grows with use.
+        let mut entries = LruCache::unbounded();
+        entries.resize(capacity);
+        SeriesCache { entries, hasher, scratch: Vec::new(), len: 0, stats: CacheStats::default() }
     }
 
     /// Entries cached (distinct keys).

@@ -392,6 +392,15 @@ fn evicting_a_live_series_writes_it() {
     assert_eq!(eng.stats().cache.evicted_writes, 1);
 }
 
+#[test]
+fn a_huge_bound_reserves_nothing_up_front() {
+    // A cache that reserved its bound would ask for a table of usize::MAX entries here.
+    let mut cache = SeriesCache::new(NonZeroUsize::MAX);
+    cache.observe(event_at(T0, "started"), T0);
+    cache.observe(event_at(T0, "stopped"), T0);
+    assert_eq!((cache.len(), cache.stats().evicted), (2, 0));
+}
+
 /// Every key hashes alike, so every key shares one bucket.
 #[derive(Clone, Default)]
 struct Colliding;
