@@ -294,24 +294,33 @@ def test_a_failing_callback_is_logged_with_its_traceback_once(caplog):
 
 
 def test_drops_at_a_sink_queue_are_logged(caplog):
-    release = threading.Event()
-
     class Sink:
+        def __init__(self):
+            self.release = threading.Event()
+
         def create(self, e):
-            release.wait(30)
+            self.release.wait(30)
 
         def patch(self, e, p):
             pass
 
-    with caplog.at_level(logging.WARNING, logger="kubevents"):
-        b = kubevents.Broadcaster(queue_length=4, catch_up_wait=0)
-        b.start_recording_to_sink(Sink())
-        r = b.new_recorder("c")
-        for i in range(50):
-            r.eventf(pod(i), "Normal", "R", "m")
-        release.set()
-        s = b.shutdown(timeout=30)
-    assert sum(s["dropped_watchers"].values()) > 0, s
+    # A burst loses events at the sink's full queue, or at the incoming queue when the distribution thread
+    # is descheduled in the middle of a batch; the latter is a matter of scheduling, so a few tries.
+    for _ in range(20):
+        caplog.clear()
+        sink = Sink()
+        with caplog.at_level(logging.WARNING, logger="kubevents"):
+            b = kubevents.Broadcaster(queue_length=4, catch_up_wait=0)
+            b.start_recording_to_sink(sink)
+            r = b.new_recorder("c")
+            for i in range(50):
+                r.eventf(pod(i), "Normal", "R", "m")
+            sink.release.set()
+            s = b.shutdown(timeout=30)
+        if s["dropped_incoming"] == 0:
+            break
+    lost = sum(s["dropped_watchers"].values())
+    assert s["dropped_incoming"] == 0 and lost > 0, s
     assert "dropping events: a watcher's queue is full" in caplog.text
 
 
