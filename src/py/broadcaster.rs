@@ -37,7 +37,11 @@ impl PyReporter {
     fn log(&self, level: &str, message: &str) {
         lifecycle::attach(|py| {
             // A broken logging set-up must not stop the pipeline.
-            let _ = self.logger.bind(py).getattr(level).and_then(|f| lifecycle::call(&f, [PyString::new(py, message).as_any()]));
+            let _ = self
+                .logger
+                .bind(py)
+                .getattr(level)
+                .and_then(|f| lifecycle::call(&f, [PyString::new(py, message).as_any()]));
         })
     }
 }

@@ -11,6 +11,7 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 use super::clock::clock_arg;
 use super::convert::{event_from_py, event_to_py, reference_from_py, source_from_py, type_name};
 use super::errors::{external, int_opt};
+use super::lifecycle;
 use crate::correlator::{Correlation, CorrelatorOptions, EventCorrelator, KeyFuncs, DEFAULT_QPS};
 use crate::error::Error;
 use crate::event::{Event, EventSource};
@@ -64,11 +65,11 @@ pub fn key_funcs_from_py(
     check("spam_key_func", &spam_key_func)?;
     let call_str = |name: &'static str, f: Py<PyAny>| {
         move |e: &Event| -> Result<String, Error> {
-            Python::attach(|py| {
-                let out = f.call1(py, (event_to_py(py, e)?,))?;
-                out.bind(py).cast::<PyString>().map(|s| s.to_string()).map_err(|_| {
-                    PyTypeError::new_err(format!("{name} must return a str, got {}", type_name(out.bind(py))))
-                })
+            lifecycle::attach(|py| {
+                let out = lifecycle::call(f.bind(py), [event_to_py(py, e)?.as_any()])?;
+                out.cast::<PyString>()
+                    .map(|s| s.to_string())
+                    .map_err(|_| PyTypeError::new_err(format!("{name} must return a str, got {}", type_name(&out))))
             })
             .map_err(external)
         }
@@ -76,12 +77,12 @@ pub fn key_funcs_from_py(
     Ok(KeyFuncs {
         aggregate: key_func.map(|f| {
             Box::new(move |e: &Event| -> Result<(String, String), Error> {
-                Python::attach(|py| {
-                    let out = f.call1(py, (event_to_py(py, e)?,))?;
-                    out.bind(py).extract::<(String, String)>().map_err(|_| {
+                lifecycle::attach(|py| {
+                    let out = lifecycle::call(f.bind(py), [event_to_py(py, e)?.as_any()])?;
+                    out.extract::<(String, String)>().map_err(|_| {
                         PyTypeError::new_err(format!(
                             "key_func must return a (aggregate_key, local_key) tuple of str, got {}",
-                            type_name(out.bind(py))
+                            type_name(&out)
                         ))
                     })
                 })

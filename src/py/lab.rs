@@ -189,9 +189,9 @@ pub fn replay_grid<'py>(
     }
     let workers = workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let records = load_records(py, trace)?;
-    let summaries = py.detach(|| {
+    let summaries = super::lifecycle::detach(py, || {
         sweep::<PyErr>(&records, &options, window_ns, workers, |p| {
-            Python::attach(|py| {
+            super::lifecycle::attach(|py| {
                 if let (Progress::Done(i, s), Some(f)) = (&p, &on_result) {
                     f.bind(py).call1((*i, summary_dict(py, s, window_ns, true)?))?;
                 }

@@ -94,7 +94,9 @@ impl Failures {
         }
         let lines = py
             .import(intern!(py, "traceback"))
-            .and_then(|m| m.call_method1(intern!(py, "format_exception"), (err.get_type(py), err.value(py), err.traceback(py))))
+            .and_then(|m| {
+                m.call_method1(intern!(py, "format_exception"), (err.get_type(py), err.value(py), err.traceback(py)))
+            })
             .and_then(|l| l.extract::<Vec<String>>());
         lines.ok().map(|l| l.concat().trim_end().to_owned())
     }
