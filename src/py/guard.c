@@ -22,10 +22,10 @@ static void park_for_good(void *unused) {
     }
 }
 
-PyObject *kubevents_guarded_vectorcall(PyObject *callable, PyObject *const *args, size_t nargs) {
+PyObject *kubevents_guarded_vectorcall(PyObject *callable, PyObject **args, size_t nargsf) {
     PyObject *result;
     pthread_cleanup_push(park_for_good, NULL);
-    result = PyObject_Vectorcall(callable, args, nargs, NULL);
+    result = PyObject_Vectorcall(callable, args, nargsf, NULL);
     pthread_cleanup_pop(0);
     return result;
 }

@@ -112,7 +112,7 @@ pub fn generation() -> u64 {
     FORK_GENERATION.load(SeqCst)
 }
 
-/// Made in this process (not inherited through `os.fork()`)?
+/// Inherited through `os.fork()`: made in the parent, before the fork.
 pub fn is_forked(made_in: u64) -> bool {
     made_in != FORK_GENERATION.load(SeqCst)
 }
@@ -132,7 +132,7 @@ extern "C" {
     /// `PyObject_Vectorcall` under a cancellation cleanup buffer (`src/py/guard.c`).
     fn kubevents_guarded_vectorcall(
         callable: *mut ffi::PyObject,
-        args: *const *mut ffi::PyObject,
+        args: *mut *mut ffi::PyObject,
         nargs: usize,
     ) -> *mut ffi::PyObject;
     /// Marks the calling thread as one of kubevents' own, for `kubevents_contain_aborts`.
@@ -145,10 +145,19 @@ extern "C" {
 /// the thread inside the call, during finalization, the thread parks for good instead of aborting the
 /// process (see guard.c).
 pub fn call<'py, const N: usize>(f: &Bound<'py, PyAny>, args: [&Bound<'py, PyAny>; N]) -> PyResult<Bound<'py, PyAny>> {
-    let ptrs = args.map(|a| a.as_ptr());
-    // SAFETY: the thread is attached (it holds `f`), the arguments outlive the call, and the result is a new
-    // reference, or NULL with the exception set.
-    unsafe { Bound::from_owned_ptr_or_err(f.py(), kubevents_guarded_vectorcall(f.as_ptr(), ptrs.as_ptr(), N)) }
+    const { assert!(N < 4) };
+    // A free slot before the arguments lets a bound method put its `self` there instead of copying them.
+    let mut slots = [std::ptr::null_mut(); 4];
+    for (slot, a) in slots[1..].iter_mut().zip(args) {
+        *slot = a.as_ptr();
+    }
+    // SAFETY: the thread is attached (it holds `f`), the arguments outlive the call, slot 0 is ours to lend,
+    // and the result is a new reference, or NULL with the exception set.
+    unsafe {
+        let args = slots.as_mut_ptr().add(1);
+        let out = kubevents_guarded_vectorcall(f.as_ptr(), args, N | ffi::PY_VECTORCALL_ARGUMENTS_OFFSET);
+        Bound::from_owned_ptr_or_err(f.py(), out)
+    }
 }
 
 /// How often a wait without the GIL looks for a pending signal (Ctrl-C).
