@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""One burst of ``mixed`` events through ``Recorder.eventf`` into a no-op Python sink, then ``shutdown()``:
+a fixed amount of work for ``valgrind --tool=callgrind``, whose instruction counts do not depend on the
+machine's load (wall times on a shared 2-vCPU VM vary by tens of percent).
+
+Usage: valgrind --tool=callgrind --callgrind-out-file=cg.out python benches/burst_callgrind.py [--n 20000]
+then ``callgrind_annotate --inclusive=yes cg.out | grep -E 'write_all|eventf'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import kubevents
+from bench_pipeline import calls_of, load_records
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class NoOpSink:
+    def create(self, event: dict) -> None:
+        return None
+
+    def patch(self, event: dict, patch: bytes) -> None:
+        return None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=20_000)
+    ap.add_argument("--workloads", type=Path, default=ROOT.parent / "shared" / "workloads.py")
+    args = ap.parse_args()
+    calls = calls_of(load_records(args.workloads, "mixed", args.n))
+    b = kubevents.Broadcaster(queue_length=100_000)
+    b.start_recording_to_sink(NoOpSink())
+    rec = b.new_recorder("kubelet", "node-1")
+    for ref, type_, reason, message in calls:
+        rec.eventf(ref, type_, reason, message)
+    s = b.shutdown()
+    print(s["created"], s["patched"], s["skipped"], sum(s["dropped_watchers"].values()))
+
+
+if __name__ == "__main__":
+    main()
