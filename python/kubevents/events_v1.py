@@ -80,6 +80,18 @@ def _format(text: str, args: tuple[Any, ...], name: str = "note") -> str:
     return text % args if args else text
 
 
+def _checked_args(
+    type: str, annotations: Mapping[str, str] | None, note: str, args: tuple[Any, ...]
+) -> tuple[dict[str, str] | None, str]:
+    """The checks of a recorder call made before the engine's (which checks the rest): the type, then the
+    annotations as a dict, and the note formatted. Shared with ``kubevents.testing.FakeEventsRecorder``."""
+    if type not in _VALID_TYPES:
+        # Quoted as the core/v1 recorder quotes it (Go's %q), so both recorders word the error alike.
+        got = json.dumps(type) if isinstance(type, str) else repr(type)
+        raise ValueError(f'type: must be "Normal" or "Warning", got {got}')
+    return (None if annotations is None else dict(annotations)), _format(note, args)
+
+
 class EventsRecorder:
     """Records events.k8s.io/v1 events for one reporting controller and instance.
 
@@ -107,13 +119,10 @@ class EventsRecorder:
         *args: Any,
     ) -> None:
         """``eventf`` with annotations on the event's metadata."""
-        if type not in _VALID_TYPES:
-            # Quoted as the core/v1 recorder quotes it (Go's %q), so both recorders word the error alike.
-            got = json.dumps(type) if isinstance(type, str) else repr(type)
-            raise ValueError(f'type: must be "Normal" or "Warning", got {got}')
+        annotations, note = _checked_args(type, annotations, note, args)
         self._broadcaster._record(
-            regarding, related, None if annotations is None else dict(annotations), type, reason, action,
-            _format(note, args), self.reporting_controller, self.reporting_instance,
+            regarding, related, annotations, type, reason, action, note, self.reporting_controller,
+            self.reporting_instance,
         )
 
 
