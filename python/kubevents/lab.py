@@ -36,7 +36,7 @@ from concurrent.futures import Executor, Future, as_completed
 from typing import Any
 
 from kubevents._native import replay_grid
-from kubevents.traces import Workload
+from kubevents.traces import KubectlTrace, Workload
 
 __all__ = ["GRID_OPTIONS", "METRICS", "SweepResult", "combinations", "sweep"]
 
@@ -186,8 +186,8 @@ def _sweep_on(
     chunksize: int | None,
     bar: Any,
 ) -> list[Any]:
-    # Paths and workloads travel small; other one-shot iterables must become lists to travel at all.
-    if not isinstance(trace, (str, os.PathLike, Sequence, Workload)):
+    # Paths, workloads and kubectl traces travel small; other one-shot iterables must become lists to travel.
+    if not isinstance(trace, (str, os.PathLike, Sequence, Workload, KubectlTrace)):
         trace = list(trace)
     if chunksize is None:
         chunksize = min(64, max(1, math.ceil(len(combos) / (4 * (os.cpu_count() or 1)))))
