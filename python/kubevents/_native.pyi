@@ -209,7 +209,9 @@ def simulate(
 ) -> Simulation:
     """Replays a trace (a JSON Lines path or an iterable of records) as ``recordToSink`` would, on a
     virtual clock, with a sink that never fails. ``metrics=True`` also collects ``Simulation.metrics``, with
-    peak write rates over windows of ``window`` seconds (default 60)."""
+    peak write rates over windows of ``window`` seconds (default 60); it holds memory for each distinct
+    (object, reason, message) of the trace, about 300 bytes each (see ``kubevents.lab``). ``per_object=True``
+    keeps totals, and metrics, for each object."""
 
 # -- recording pipeline --
 
