@@ -360,3 +360,55 @@ def test_a_bad_namespace_is_abandoned_not_retried():
     st = b.stats()
     assert (st["abandoned"], st["retries"], st["created"]) == (1, 0, 0)
     assert len(sink) == 0
+
+
+def _aiohttp():
+    return pytest.importorskip("aiohttp")
+
+
+def _urllib3():
+    return pytest.importorskip("urllib3").exceptions
+
+
+# What the clients raise when a request times out: none is a ValueError (which would abandon the event);
+# aiohttp's are OSErrors, through TimeoutError.
+TIMEOUT_ERRORS = {
+    "urllib3.ReadTimeoutError": lambda: _urllib3().ReadTimeoutError(None, "/api/v1/events", "Read timed out."),
+    "urllib3.ConnectTimeoutError": lambda: _urllib3().ConnectTimeoutError("connect timed out"),
+    "TimeoutError": TimeoutError,
+    "aiohttp.ServerTimeoutError": lambda: _aiohttp().ServerTimeoutError("Timeout on reading data from socket"),
+    "aiohttp.ConnectionTimeoutError": lambda: _aiohttp().ConnectionTimeoutError("Connection timeout"),
+}
+
+
+@pytest.mark.parametrize("make_error", TIMEOUT_ERRORS.values(), ids=TIMEOUT_ERRORS)
+def test_request_timeouts_are_retried(make_error):
+    error = make_error()
+
+    class TimesOutTwice(MemorySink):
+        calls = 0
+
+        def create(self, event):
+            self.calls += 1
+            if self.calls <= 2:
+                raise error
+            return super().create(event)
+
+    sink = TimesOutTwice()
+    with kubevents.Broadcaster(clock=kubevents.FakeClock(START), sleep_duration=0) as b:
+        b.start_recording_to_sink(sink)
+        b.new_recorder("ctl").event(POD, "Warning", "BackOff", "m")
+        assert b.wait_idle(10)
+    st = b.stats()
+    assert (st["retries"], st["created"], st["abandoned"], len(sink)) == (2, 1, 0, 1)
+
+    v1_sink = TimesOutTwice()
+    clock = kubevents.FakeClock(START)
+    v1 = kubevents.EventsBroadcaster(v1_sink, clock=clock)
+    v1.start_recording_to_sink()
+    v1.new_recorder("ctl", "ctl-1").eventf(POD, None, "Warning", "BackOff", "Restarting", "m")
+    for _ in range(3):
+        assert v1.wait_idle(10)
+        clock.step(12.5)
+    st = v1.shutdown(timeout=10)
+    assert (st["retries"], st["writes_ok"], st["abandoned"], len(v1_sink)) == (2, 1, 0, 1)
