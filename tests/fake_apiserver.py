@@ -3,7 +3,9 @@
 It keeps events per namespace and name, answers POST (create, 409 if the name exists) and PATCH (merge of the
 patch into the stored event, 404 if there is none) under a path prefix (``/api/v1`` for core/v1 Events,
 ``/apis/events.k8s.io/v1`` for events.k8s.io), and records every request: method, path, content type and the
-decoded JSON body. ``fail_next(status, times)`` makes the next requests fail with an error Status.
+decoded JSON body. ``fail_next(status, times)`` makes the next requests fail with an error Status;
+``hang_next(times)`` makes the next requests go unanswered until ``release()`` (serve them from a threaded
+``HTTPServer``, so that other requests are answered meanwhile).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class FakeApiServer:
         self.events: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[SeenRequest] = []
         self._failures: list[int] = []
+        self._hangs = 0
+        self._released = threading.Event()
         self._versions = itertools.count(1)
         self._lock = threading.Lock()
         pattern = re.compile("^" + re.escape(prefix) + r"/namespaces/([^/]+)/events(?:/([^/]+))?$")
@@ -53,6 +57,19 @@ class FakeApiServer:
         with self._lock:
             self._failures.extend([status] * times)
 
+    def hang_next(self, times: int = 1) -> None:
+        with self._lock:
+            self._hangs += times
+
+    def release(self) -> None:
+        """Ends the hung requests (their clients have given up by then)."""
+        self._released.set()
+
+    def hung(self, request: Request) -> Response:
+        """A handler that answers only after ``release()``."""
+        self._released.wait(300)
+        return self._status(503, "ServiceUnavailable", "released")
+
     def _status(self, code: int, reason: str, message: str) -> Response:
         body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason, "code": code}
         return Response(json.dumps(body), status=code, content_type="application/json")
@@ -65,6 +82,11 @@ class FakeApiServer:
         body = json.loads(raw) if raw else None
         with self._lock:
             self.requests.append(SeenRequest(request.method, request.path, request.headers.get("Content-Type"), body))
+            hang = self._hangs > 0
+            self._hangs -= hang
+        if hang:
+            return self.hung(request)
+        with self._lock:
             if self._failures:
                 code = self._failures.pop(0)
                 return self._status(code, "InternalError" if code >= 500 else "Invalid", f"injected {code}")

@@ -186,3 +186,23 @@ def test_main_replays_a_kubectl_dump(capsys):
     with pytest.raises(SystemExit):
         main(["--kubectl", str(sample), "--trace", str(sample)])
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"source": "kubelet"}, "kubevents: items[0].source: expected an object, got str"),
+    ({"message": 42}, "kubevents: items[0].message: expected a str, got int"),
+    ({"count": 2**31 - 1}, "kubevents: items[0].count: 2147483647 is above the limit of 1,000,000 occurrences"),
+])
+@pytest.mark.parametrize("command", [[], ["sweep", "--grid", "burst=5,25", "--no-progress"]], ids=["replay", "sweep"])
+def test_a_bad_kubectl_dump_exits_2_with_one_line(tmp_path, change, message, command):
+    """A field of the wrong type was an AttributeError with a traceback; a huge count took all the memory."""
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "p.1", "namespace": "web"},
+             "involvedObject": {"kind": "Pod", "namespace": "web", "name": "p", "apiVersion": "v1"},
+             "reason": "BackOff", "message": "m", "source": {"component": "kubelet"}, "type": "Warning",
+             "firstTimestamp": "2024-01-01T00:00:00Z", "lastTimestamp": "2024-01-01T01:00:00Z", "count": 3}
+    event.update(change)
+    dump = tmp_path / "events.json"
+    dump.write_text(json.dumps({"kind": "List", "items": [event]}), encoding="utf-8")
+    p = run(*command, "--kubectl", str(dump))
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.startswith(message) and len(p.stderr.splitlines()) == 1, p.stderr

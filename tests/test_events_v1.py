@@ -475,6 +475,54 @@ def test_fake_events_recorder_formats_as_client_go():
     ]
 
 
+_NODE = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n1"}}
+BAD_EVENTS_RECORDER_CALLS = [
+    ("eventf", (None, None, "Bogus", 42, "a", "n")),
+    ("eventf", (POD, None, "Bogus", "r", "a", "n")),
+    ("eventf", (POD, None, 3, "r", "a", "n")),
+    ("eventf", (POD, None, "Normal", 42, "a", "n")),
+    ("eventf", (POD, None, "Normal", "r", None, "n")),
+    ("eventf", (POD, None, "Normal", "r", "a", 42)),
+    ("eventf", (POD, None, "Normal", "r", "a", b"n")),
+    ("eventf", (POD, None, "Normal", "r", "a", "n %d", "x")),
+    ("eventf", (POD, None, "Normal", "r", "a", "n", 1)),
+    ("eventf", (None, None, "Normal", "r", "a", "n")),
+    ("eventf", ({}, None, "Normal", "r", "a", "n")),
+    ("eventf", ({"kind": "Pod"}, None, "Normal", "r", "a", "n")),
+    ("eventf", (POD, 42, "Normal", "r", "a", "n")),
+    ("eventf", (POD, {"kind": "Node"}, "Normal", "r", "a", "n")),
+    ("eventf", (None, None, "Normal", 1, "a", "n")),  # the reason is checked before the object
+    ("annotated_eventf", (POD, None, {"a": 1}, "Normal", "r", "a", "n")),
+    ("annotated_eventf", (POD, None, {1: "a"}, "Normal", "r", "a", "n")),
+    ("annotated_eventf", (POD, None, [("a", 1)], "Normal", "r", "a", "n")),
+    ("annotated_eventf", (POD, None, [1], "Normal", "r", "a", "n")),
+    ("annotated_eventf", (POD, None, 5, "Normal", "r", "a", "n")),
+    ("annotated_eventf", (POD, None, {"a": "b"}, "Bogus", "r", "a", "n")),
+    ("annotated_eventf", (POD, _NODE, [1], "Normal", "r", "a", "n %d", "x")),
+]
+
+
+@pytest.mark.parametrize("method, args", BAD_EVENTS_RECORDER_CALLS)
+def test_fake_events_recorder_refuses_what_the_recorder_refuses(method, args):
+    from kubevents.testing import FakeEventsRecorder
+
+    def failure(call):
+        try:
+            call()
+        except Exception as e:
+            return type(e), str(e)
+        return None
+
+    b = kubevents.EventsBroadcaster(MemorySink(), clock=kubevents.FakeClock(T0))
+    b.start_recording_to_sink()
+    real = failure(lambda: getattr(b.new_recorder("c", "i"), method)(*args))
+    b.shutdown(timeout=10)
+    assert real is not None
+    for fake in (FakeEventsRecorder(), FakeEventsRecorder(verbose=True)):
+        assert failure(lambda: getattr(fake, method)(*args)) == real
+        assert fake.events == []
+
+
 def test_stats_while_an_async_write_is_in_flight_does_not_deadlock():
     started = threading.Event()
 

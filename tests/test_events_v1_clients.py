@@ -2,6 +2,7 @@
 HTTP server that answers as the API server does (the recording pipeline's ``FakeApiServer``)."""
 
 import asyncio
+import re
 import threading
 
 import pytest
@@ -156,3 +157,151 @@ def test_adapter_shuts_down_from_another_thread(servers):
     t.start()
     t.join(10)
     assert not t.is_alive()
+
+
+# -- request timeouts --
+
+from hung_apiserver_child import run_in_child  # noqa: E402
+
+
+@pytest.mark.parametrize("scenario", ["events_v1", "events_v1_async"])
+def test_a_server_that_never_answers_is_timed_out_and_retried(scenario):
+    """The first two POSTs go unanswered: each times out after the sink's request_timeout and is retried on
+    the clock, the third creates the event. Without a timeout the first write waits forever (child process)."""
+    out = run_in_child(scenario)
+    st = out["stats"]
+    assert (st["retries"], st["writes_ok"], st["write_errors"], st["abandoned"]) == (2, 1, 2, 0)
+    assert out["requests"] == ["POST"] * 3 and out["stored"] == 1
+
+
+def test_the_adapter_times_out_an_unanswered_discovery():
+    out = run_in_child("adapter")
+    assert (out["stats"]["created"], out["stats"]["abandoned"]) == (1, 0)
+
+
+class _RawClient:
+    """The pydantic-based client's ApiClient, recording how ``call_api`` is called."""
+
+    def __init__(self):
+        self.calls = []
+
+    def param_serialize(self, **kw):
+        return kw["method"], "http://server" + kw["resource_path"].format(**kw["path_params"]), {}, kw["body"], None
+
+    def call_api(self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None):
+        self.calls.append((method, url, _request_timeout))
+
+        class Response:
+            def read(self):
+                pass
+
+        return Response()
+
+    def response_deserialize(self, response_data, response_types_map):
+        class Answer:
+            data = {"metadata": {"name": "e.1", "namespace": "web"}}
+
+        return Answer()
+
+
+class _Api:
+    def __init__(self, api_client):
+        self.api_client = api_client
+
+
+EVENT = {"metadata": {"name": "e.1", "namespace": "web"}, "eventTime": "2023-11-14T22:13:21.000000Z"}
+
+
+def test_events_v1_sink_passes_the_timeout_to_call_api():
+    raw = _RawClient()
+    sink = kubevents.EventsV1Sink(_Api(raw))
+    assert sink.request_timeout == 30.0
+    sink.create(EVENT)
+    kubevents.EventsV1Sink(_Api(raw), request_timeout=1.5).patch(EVENT, b'{"series":{"count":2}}')
+    assert raw.calls == [("POST", f"http://server{V1}/namespaces/web/events", 30.0),
+                         ("PATCH", f"http://server{V1}/namespaces/web/events/e.1", 1.5)]
+
+
+class _Typed:
+    """An EventsV1Api of the older clients (no param_serialize), plain or async, recording the kwargs."""
+
+    def __init__(self, is_async=False):
+        self.calls, self.is_async = [], is_async
+        self.api_client = self
+
+    def sanitize_for_serialization(self, obj):
+        return obj
+
+    def _answer(self, call):
+        self.calls.append(call)
+        if not self.is_async:
+            return {}
+
+        async def answer():
+            return {}
+
+        return answer()
+
+    def create_namespaced_event(self, namespace, body, **kw):
+        return self._answer(("create", namespace, kw))
+
+    def patch_namespaced_event(self, name, namespace, body, **kw):
+        return self._answer(("patch", namespace, name, kw))
+
+
+def _call(result):
+    return asyncio.run(result) if asyncio.iscoroutine(result) else result
+
+
+@pytest.mark.parametrize("sink_class", [kubevents.EventsV1Sink, kubevents.AsyncEventsV1Sink])
+def test_typed_calls_carry_the_timeout(sink_class):
+    api = _Typed(is_async=sink_class is kubevents.AsyncEventsV1Sink)
+    sink = sink_class(api, request_timeout=4)
+    _call(sink.create(EVENT))
+    _call(sink.patch(EVENT, b'{"series":{"count":2}}'))
+    assert [c[-1]["_request_timeout"] for c in api.calls] == [4.0, 4.0]
+
+
+@pytest.mark.parametrize("value, exc", [(None, TypeError), ("1", TypeError), (0, ValueError), (-2, ValueError),
+                                        (float("nan"), ValueError), (float("inf"), ValueError)])
+@pytest.mark.parametrize("make", [lambda t: kubevents.EventsV1Sink(_Api(_RawClient()), request_timeout=t),
+                                  lambda t: kubevents.AsyncEventsV1Sink(_Typed(), request_timeout=t),
+                                  lambda t: kubevents.new_event_broadcaster_adapter(None, request_timeout=t)],
+                         ids=["EventsV1Sink", "AsyncEventsV1Sink", "adapter"])
+def test_a_bad_request_timeout_is_refused(make, value, exc):
+    with pytest.raises(exc, match="request_timeout: expected"):
+        make(value)
+
+
+# -- namespaces and names that cannot be path segments --
+
+
+@pytest.mark.parametrize("value, why", [(".", "[may not be '.']"), ("..", "[may not be '..']"),
+                                        ("a/b", "[may not contain '/']"), ("50%", "[may not contain '%']")])
+@pytest.mark.parametrize("sink_class", [kubevents.EventsV1Sink, kubevents.AsyncEventsV1Sink])
+def test_a_namespace_or_name_that_is_no_path_segment_is_refused(sink_class, value, why):
+    """client-go's Request.Namespace and Request.Name refuse them; the clients would send the request
+    elsewhere. Nothing reaches the client."""
+    api = _Typed(is_async=sink_class is kubevents.AsyncEventsV1Sink)
+    raw = _RawClient()
+    for sink in (sink_class(api), sink_class(_Api(raw))):
+        bad_ns = {"metadata": {"name": "e.1", "namespace": value}}
+        with pytest.raises(ValueError, match=re.escape(f'invalid namespace "{value}": {why}')):
+            _call(sink.create(bad_ns))
+        with pytest.raises(ValueError, match=re.escape(f'invalid namespace "{value}": {why}')):
+            _call(sink.patch(bad_ns, b"{}"))
+        with pytest.raises(ValueError, match=re.escape(f'invalid resource name "{value}": {why}')):
+            _call(sink.patch({"metadata": {"name": value, "namespace": "web"}}, b"{}"))
+    with pytest.raises(ValueError, match="resource name may not be empty"):
+        _call(sink_class(api).patch({"metadata": {"namespace": "web"}}, b"{}"))
+    assert api.calls == [] and raw.calls == []
+
+
+def test_a_bad_namespace_is_abandoned_by_the_broadcaster():
+    sink = kubevents.sinks.MemorySink()
+    b = kubevents.EventsBroadcaster(sink, clock=kubevents.FakeClock(T0))
+    b.start_recording_to_sink()
+    b.new_recorder("ctl", "ctl-1").eventf(dict(POD, namespace=".."), None, "Normal", "Synced", "Sync", "synced")
+    st = b.shutdown(timeout=10)
+    # Refused once and not retried, as the server's "will not retry" answers.
+    assert (st["write_errors"], st["retries"], st["pending_retries"], st["writes_ok"], len(sink)) == (1, 0, 0, 0, 0)

@@ -11,7 +11,7 @@ import pathlib
 import pytest
 
 import kubevents
-from kubevents.traces import WORKLOADS, Workload, from_kubectl, generate, read_jsonl, write_jsonl
+from kubevents.traces import MAX_COUNT, WORKLOADS, KubectlTrace, Workload, from_kubectl, generate, read_jsonl, write_jsonl
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "notebooks" / "data" / "kubectl-get-events.json"
@@ -90,7 +90,7 @@ def test_core_v1_list_spreads_each_count_evenly():
         core_event("api-2", "Unhealthy", "(combined from similar events): probe failed: 7", 3,
                    "2024-01-01T00:00:10Z", "2024-01-01T00:00:11Z"),
     ]}
-    trace = from_kubectl(dump)
+    trace = list(from_kubectl(dump))
     got = [(r["t_ns"] - T, r["involved"]["name"], r["reason"], r["message"]) for r in trace]
     assert got == [
         (0, "api-0", "BackOff", "Back-off restarting"),
@@ -155,7 +155,7 @@ def test_events_k8s_io_v1_list():
             "deprecatedCount": 2,
         },
     ]}
-    trace = from_kubectl(dump)
+    trace = list(from_kubectl(dump))
     got = [(r["t_ns"] - T, r["reason"], r["source_component"], r["source_host"]) for r in trace]
     assert got == [
         (0, "FailedScheduling", "default-scheduler", "default-scheduler-node-0"),
@@ -173,7 +173,7 @@ def test_events_k8s_io_v1_list():
 def test_the_shipped_sample_dump():
     dump = json.loads(SAMPLE.read_text())
     trace = from_kubectl(SAMPLE)
-    assert trace == from_kubectl(dump)
+    assert list(trace) == list(from_kubectl(dump))
     counts = sum(i.get("count") or i["series"]["count"] for i in dump["items"])
     assert len(trace) == counts > len(dump["items"])
     assert [r["t_ns"] for r in trace] == sorted(r["t_ns"] for r in trace)
@@ -182,13 +182,39 @@ def test_the_shipped_sample_dump():
 
 @pytest.mark.parametrize("mutate, exc, match", [
     (lambda d: d["items"].__setitem__(0, "x"), TypeError, r"items\[0\]: expected an Event"),
-    (lambda d: d["items"][0].__setitem__("count", -2), ValueError, r"items\[0\]: count must be a positive int"),
+    (lambda d: d["items"][0].__setitem__("count", -2), ValueError, r"items\[0\]\.count: must be a positive int, got -2"),
     (lambda d: d["items"][0].__setitem__("firstTimestamp", "yesterday"), ValueError,
      r"items\[0\]\.firstTimestamp: not an RFC 3339 time"),
     (lambda d: d["items"][0].update(firstTimestamp=None, lastTimestamp=None), ValueError, r"items\[0\]: no time"),
     (lambda d: d["items"][0]["involvedObject"].__setitem__("name", 5), TypeError,
      r"items\[0\]\.involvedObject\.name: expected a str"),
     (lambda d: d.pop("items"), ValueError, "expected a List with 'items'"),
+    # A wrong type names its field (these were AttributeErrors, or silently taken as missing).
+    (lambda d: d["items"][0].__setitem__("source", "kubelet"), TypeError,
+     r"items\[0\]\.source: expected an object, got str"),
+    (lambda d: d["items"][0]["source"].__setitem__("component", 7), TypeError,
+     r"items\[0\]\.source\.component: expected a str, got int"),
+    (lambda d: d["items"][0]["source"].update(host=["n"]), TypeError, r"items\[0\]\.source\.host: expected a str"),
+    (lambda d: d["items"][0].update(source=None, reportingComponent=1), TypeError,
+     r"items\[0\]\.reportingComponent: expected a str, got int"),
+    (lambda d: d["items"][0].__setitem__("message", {"text": "m"}), TypeError,
+     r"items\[0\]\.message: expected a str, got dict"),
+    (lambda d: d["items"][0].__setitem__("reason", 3), TypeError, r"items\[0\]\.reason: expected a str, got int"),
+    (lambda d: d["items"][0].__setitem__("type", True), TypeError, r"items\[0\]\.type: expected a str, got bool"),
+    (lambda d: d["items"][0].__setitem__("count", "2"), TypeError, r"items\[0\]\.count: expected an int, got str"),
+    (lambda d: d["items"][0].__setitem__("count", 2.0), TypeError, r"items\[0\]\.count: expected an int"),
+    (lambda d: d["items"][0].update(count=None, series=5), TypeError,
+     r"items\[0\]\.series: expected an object, got int"),
+    (lambda d: d["items"][0].update(firstTimestamp=None, metadata="m"), TypeError,
+     r"items\[0\]\.metadata: expected an object, got str"),
+    (lambda d: d["items"][0].__setitem__("lastTimestamp", 5), TypeError,
+     r"items\[0\]\.lastTimestamp: expected an RFC 3339 string, got int"),
+    (lambda d: d.__setitem__("items", {"a": 1}), TypeError, r"items: expected a list of Events, got dict"),
+    # Counts the API allows (int32) but that no replay should expand.
+    (lambda d: d["items"][0].__setitem__("count", 2**31 - 1), ValueError,
+     r"items\[0\]\.count: 2147483647 is above the limit of 1,000,000 occurrences per event"),
+    (lambda d: d["items"][0].update(count=None, series={"count": MAX_COUNT + 1}), ValueError,
+     r"items\[0\]\.series\.count: 1000001 is above the limit"),
 ])
 def test_bad_dumps(mutate, exc, match):
     dump = {"kind": "List", "items": [core_event("a", "R", "m", 2, "2024-01-01T00:00:00Z", "2024-01-01T00:00:01Z")]}
@@ -203,3 +229,57 @@ def test_bad_source():
         from_kubectl(42)
     with pytest.raises(FileNotFoundError):
         from_kubectl("/nonexistent/events.json")
+
+
+def test_v1_note_of_the_wrong_type_names_the_field():
+    e = {"apiVersion": "events.k8s.io/v1", "kind": "Event", "eventTime": "2024-01-01T00:00:00.000000Z",
+         "regarding": {"kind": "Pod", "name": "p"}, "note": 5}
+    with pytest.raises(TypeError, match=r"items\[0\]\.note: expected a str, got int"):
+        from_kubectl([e])
+    e.update(note="n", deprecatedSource="kubelet")
+    with pytest.raises(TypeError, match=r"items\[0\]\.deprecatedSource: expected an object, got str"):
+        from_kubectl([e])
+
+
+def test_a_count_is_not_materialised():
+    """A 400-byte dump of one event counted a million times took 600 MB as a list of records; the trace makes
+    the occurrences as they are iterated (Python allocations measured with tracemalloc, not wall time)."""
+    import itertools
+    import tracemalloc
+
+    dump = [core_event("a", "BackOff", "m", MAX_COUNT, "2024-01-01T00:00:00Z", "2024-01-02T00:00:00Z"),
+            core_event("b", "Pulled", "p", 3, "2024-01-01T12:00:00Z", "2024-01-01T12:00:00Z")]
+    tracemalloc.start()
+    try:
+        trace = from_kubectl(dump)
+        assert isinstance(trace, KubectlTrace) and len(trace) == MAX_COUNT + 3 and trace.events == 2
+        first = list(itertools.islice(trace, 3))
+        middle = list(itertools.islice(trace, MAX_COUNT // 2, MAX_COUNT // 2 + 5))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    assert [r["t_ns"] - T for r in first] == [0, 86_400 * S // (MAX_COUNT - 1), 2 * 86_400 * S // (MAX_COUNT - 1)]
+    # Merged in time order: the three "b" occurrences at noon follow the 500,000 "a" occurrences before noon.
+    assert [r["involved"]["name"] for r in middle] == ["b", "b", "b", "a", "a"]
+    assert [r["t_ns"] - T for r in middle[2:4]] == [43_200 * S, 500_000 * 86_400 * S // (MAX_COUNT - 1)]
+
+
+def test_a_kubectl_trace_iterates_again_and_travels_to_an_executor_as_it_is():
+    from concurrent.futures import ThreadPoolExecutor
+
+    trace = from_kubectl(SAMPLE)
+    assert list(trace) == list(trace) and repr(trace).startswith("<KubectlTrace: ")
+    sim = kubevents.simulate(trace)
+    assert sum(1 for _ in sim.decisions()) == len(trace) == sim.totals["events"]
+    seen = []
+
+    class Recording(ThreadPoolExecutor):
+        def submit(self, fn, *args, **kwargs):
+            seen.append(args[0])
+            return super().submit(fn, *args, **kwargs)
+
+    with Recording(2) as ex:
+        rows = kubevents.sweep(trace, {"burst": [5, 25]}, executor=ex, chunksize=1, progress=False)
+    assert seen == [trace, trace]
+    assert rows == kubevents.sweep(list(trace), {"burst": [5, 25]}, progress=False)

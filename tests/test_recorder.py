@@ -458,6 +458,96 @@ def test_fake_recorder_strings():
     assert g.events == ["Normal Started x involvedObject{kind=Pod,apiVersion=v1}"]
 
 
+class _Str(str):
+    """A str subclass: accepted wherever a str is."""
+
+
+class _NoStr:
+    def __str__(self):
+        raise RuntimeError("no str")
+
+
+# Bad calls: (method, args, kwargs). Each must fail in FakeRecorder exactly as in Recorder.
+_POD_OK = {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p", "namespace": "n"}}
+BAD_RECORDER_CALLS = [
+    ("eventf", (None, "Bogus", 42, "m"), {}),
+    ("eventf", (_POD_OK, "Bogus", "R", "m"), {}),
+    ("eventf", (_POD_OK, "normal", "R", "m"), {}),
+    ("eventf", (_POD_OK, 3, "R", "m"), {}),
+    ("eventf", (_POD_OK, None, "R", "m"), {}),
+    ("eventf", (_POD_OK, "Normal", 42, "m"), {}),
+    ("eventf", (_POD_OK, "Normal", b"R", "m"), {}),
+    ("eventf", (_POD_OK, "Normal", "R", 42), {}),
+    ("eventf", (_POD_OK, "Normal", "R", b"m"), {}),
+    ("eventf", (_POD_OK, "Normal", "R", "m %d", "x"), {}),
+    ("eventf", (_POD_OK, "Normal", "R", "m %d %d", 1), {}),
+    ("eventf", (_POD_OK, "Normal", "R", "m", 1), {}),
+    ("eventf", (_POD_OK, "Normal", "R", "m %s", _NoStr()), {}),
+    ("eventf", (_POD_OK, "Bogus", "R", "m %d", "x"), {}),  # the format is checked before the type
+    ("eventf", (None, "Normal", "R", "m"), {}),
+    ("eventf", ({}, "Normal", "R", "m"), {}),
+    ("eventf", ({"kind": "Pod"}, "Normal", "R", "m"), {}),
+    ("eventf", ({"kind": "Pod", "metadata": {"name": 5}}, "Normal", "R", "m"), {}),
+    ("eventf", (42, "Normal", "R", "m"), {}),
+    ("eventf", (None, "Bogus", "R", "m"), {}),  # the type is checked before the object
+    ("eventf", (_POD_OK, "Normal", "R", "m"), {"field_path": 42}),
+    ("eventf", (_POD_OK, "Normal", "R", "m"), {"field_path": b"x"}),
+    ("event", (_POD_OK, "Normal", "R", 42), {}),
+    ("event", (_POD_OK, "Normal", None, "m"), {}),
+    ("event", (_POD_OK, "Warn", "R", "m"), {}),
+    ("event", (object(), "Normal", "R", "m"), {}),
+    ("event", (_POD_OK, "Normal", "R", "m"), {"field_path": 1.5}),
+    ("annotated_eventf", (_POD_OK, {"a": 1}, "Normal", "R", "m"), {}),
+    ("annotated_eventf", (_POD_OK, {1: "a"}, "Normal", "R", "m"), {}),
+    ("annotated_eventf", (_POD_OK, [("a", "b")], "Normal", "R", "m"), {}),
+    ("annotated_eventf", (_POD_OK, "ab", "Normal", "R", "m"), {}),
+    ("annotated_eventf", (_POD_OK, {"a": "b"}, "Bogus", "R", "m"), {}),
+    ("annotated_eventf", (None, {"a": "b"}, "Normal", "R", "m"), {}),
+    ("annotated_eventf", (_POD_OK, {"a": None}, "Normal", 1, "m"), {}),  # annotations come first
+    ("past_eventf", (_POD_OK, "yesterday", "Normal", "R", "m"), {}),
+    ("past_eventf", (_POD_OK, None, "Normal", "R", "m"), {}),
+    ("past_eventf", (_POD_OK, float("nan"), "Normal", "R", "m"), {}),
+    ("past_eventf", (_POD_OK, 1e30, "Normal", "R", "m"), {}),
+    ("past_eventf", (_POD_OK, datetime(2024, 1, 1), "Bogus", "R", "m"), {}),
+    ("past_eventf", (_POD_OK, "yesterday", "Normal", "R", "m %d", "x"), {}),  # the time first
+    ("past_eventf", (_POD_OK, None, 42, "R", "m"), {}),  # argument types before the time
+    ("past_eventf", (None, 0, "Normal", "R", "m"), {}),
+]
+
+
+def _failure(call):
+    try:
+        call()
+    except Exception as e:
+        return type(e), str(e)
+    return None
+
+
+@pytest.mark.parametrize("method, args, kwargs", BAD_RECORDER_CALLS)
+def test_fake_recorder_refuses_what_the_recorder_refuses(method, args, kwargs):
+    """FakeRecorder raises exactly what Recorder raises (type and message), so a test that passes against the
+    fake does not fail in production: fake.eventf(None, "Bogus", 42, "m") used to record 'Bogus 42 m'."""
+    b = kubevents.Broadcaster()
+    try:
+        real = _failure(lambda: getattr(b.new_recorder("x"), method)(*args, **kwargs))
+    finally:
+        b.shutdown()
+    fake = FakeRecorder(include_object=True)
+    assert real is not None
+    assert _failure(lambda: getattr(fake, method)(*args, **kwargs)) == real
+    assert fake.events == []
+
+
+def test_fake_recorder_accepts_what_the_recorder_accepts():
+    f = FakeRecorder()
+    f.eventf(_POD_OK, _Str("Normal"), _Str("R"), _Str("m %s"), 1, field_path=_Str("spec"))
+    f.past_eventf(_POD_OK, datetime(2024, 1, 1, tzinfo=timezone.utc), "Warning", "R", "m")
+    f.past_eventf(_POD_OK, 1_700_000_000, "Warning", "R", "m")
+    f.annotated_eventf(_POD_OK, None, "Normal", "R", "m")
+    f.annotated_eventf(_POD_OK, {}, "Normal", "R", "m")
+    assert f.events == ["Normal R m 1", "Warning R m", "Warning R m", "Normal R m", "Normal R m"]
+
+
 def test_start_logging_to_a_logger_at_info(caplog):
     logger = logging.getLogger("my-controller-events")
     with caplog.at_level(logging.INFO, logger="my-controller-events"):

@@ -3,6 +3,7 @@ events endpoints (asserting the real requests), end to end from a Python object.
 
 import asyncio
 import json
+import re
 from datetime import datetime, timezone
 
 import pytest
@@ -208,3 +209,206 @@ def test_a_first_timestamp_changed_in_the_dict_sent_is_read_back():
     b.shutdown()
     # The repeat is patched with the first timestamp of the answer, not the one sent.
     assert sink.firsts == ["2023-11-14T22:13:20Z", "2020-01-01T00:00:00Z"]
+
+
+# -- request timeouts --
+
+
+class _RecordingApi:
+    """A CoreV1Api/EventsV1Api stand-in that records the keyword arguments of each call."""
+
+    def __init__(self, answer=None):
+        self.calls = []
+        self.answer = answer
+        self.api_client = self
+
+    def sanitize_for_serialization(self, obj):
+        return obj
+
+    def create_namespaced_event(self, namespace, body, **kwargs):
+        self.calls.append(("create", namespace, kwargs))
+        return dict(body)
+
+    def patch_namespaced_event(self, name, namespace, body, **kwargs):
+        self.calls.append(("patch", namespace, name, kwargs))
+        return {"metadata": {"name": name, "namespace": namespace}}
+
+
+class _AsyncRecordingApi(_RecordingApi):
+    async def create_namespaced_event(self, namespace, body, **kwargs):
+        return super().create_namespaced_event(namespace, body, **kwargs)
+
+    async def patch_namespaced_event(self, name, namespace, body, **kwargs):
+        return super().patch_namespaced_event(name, namespace, body, **kwargs)
+
+
+def _both_calls(sink):
+    calls = [sink.create(an_event()), sink.patch(an_event(count=2), b'{"count":2}')]
+    if asyncio.iscoroutine(calls[0]):
+        async def both():
+            return [await c for c in calls]
+        asyncio.run(both())
+    return sink.api.calls
+
+
+@pytest.mark.parametrize("sink_class, api_class", [(CoreV1Sink, _RecordingApi), (AsyncCoreV1Sink, _AsyncRecordingApi)])
+def test_core_v1_sinks_pass_a_request_timeout_on_every_call(sink_class, api_class):
+    assert kubevents.sinks.DEFAULT_REQUEST_TIMEOUT == 30.0
+    create, patch = _both_calls(sink_class(api_class()))
+    assert create[-1]["_request_timeout"] == patch[-1]["_request_timeout"] == 30.0
+    assert patch[-1]["_content_type"] == STRATEGIC_MERGE_PATCH
+    create, patch = _both_calls(sink_class(api_class(), request_timeout=2))
+    assert create[-1]["_request_timeout"] == patch[-1]["_request_timeout"] == 2.0
+    assert isinstance(create[-1]["_request_timeout"], float)
+
+
+BAD_TIMEOUTS = [
+    (None, TypeError, "request_timeout: expected a number of seconds > 0, got NoneType"),
+    ("30", TypeError, "got str"),
+    (True, TypeError, "got bool"),
+    ((1, 2), TypeError, "got tuple"),
+    (0, ValueError, "request_timeout: expected seconds > 0 and at most 1e\\+09, got 0"),
+    (-1.5, ValueError, "got -1.5"),
+    (float("nan"), ValueError, "got nan"),
+    (float("inf"), ValueError, "got inf"),
+    (10**400, ValueError, "got a larger int"),
+]
+
+
+@pytest.mark.parametrize("value, exc, match", BAD_TIMEOUTS)
+@pytest.mark.parametrize("sink_class", [CoreV1Sink, AsyncCoreV1Sink])
+def test_a_bad_request_timeout_is_refused(sink_class, value, exc, match):
+    with pytest.raises(exc, match=match):
+        sink_class(_RecordingApi(), request_timeout=value)
+
+
+@pytest.mark.parametrize("scenario", ["core_v1", "core_v1_async"])
+def test_a_server_that_never_answers_is_timed_out_and_retried(scenario):
+    """The server leaves the first two POSTs unanswered: each times out after the sink's request_timeout and
+    is retried (a read timeout is neither a ValueError nor a TypeError, which would abandon the event); the
+    third is answered. Without a timeout the first write waits forever (run in a child process)."""
+    pytest.importorskip("kubernetes_asyncio.client")
+    from hung_apiserver_child import run_in_child
+
+    out = run_in_child(scenario)
+    st = out["stats"]
+    assert (st["retries"], st["created"], st["abandoned"], st["pending"]) == (2, 1, 0, 0)
+    assert out["requests"] == ["POST"] * 3 and out["stored"] == 1
+
+
+# -- namespaces and names that cannot be path segments --
+
+BAD_SEGMENTS = [
+    (".", "[may not be '.']"),
+    ("..", "[may not be '..']"),
+    ("a/b", "[may not contain '/']"),
+    ("a%2Fb", "[may not contain '%']"),
+    ("/%", "[may not contain '/' may not contain '%']"),
+]
+
+
+def _with(namespace=None, name=None):
+    ev = an_event()
+    if namespace is not None:
+        ev["metadata"]["namespace"] = namespace
+    if name is not None:
+        ev["metadata"]["name"] = name
+    return ev
+
+
+def _run(result):
+    return asyncio.run(result) if asyncio.iscoroutine(result) else result
+
+
+@pytest.mark.parametrize("value, why", BAD_SEGMENTS)
+@pytest.mark.parametrize("make_sink", [lambda: CoreV1Sink(_RecordingApi()), lambda: AsyncCoreV1Sink(_AsyncRecordingApi()),
+                                       MemorySink], ids=["CoreV1Sink", "AsyncCoreV1Sink", "MemorySink"])
+def test_a_namespace_or_name_that_is_no_path_segment_is_refused(make_sink, value, why):
+    """As client-go's Request.Namespace and Request.Name refuse them; the official clients would send the
+    request elsewhere (a namespace ".." makes the POST go to /api/v1/events)."""
+    sink = make_sink()
+    quoted = json.dumps(value)
+    with pytest.raises(ValueError, match=re.escape(f"invalid namespace {quoted}: {why}")):
+        _run(sink.create(_with(namespace=value)))
+    with pytest.raises(ValueError, match=re.escape(f"invalid namespace {quoted}: {why}")):
+        _run(sink.patch(_with(namespace=value), b'{"count":2}'))
+    with pytest.raises(ValueError, match=re.escape(f"invalid resource name {quoted}: {why}")):
+        _run(sink.patch(_with(name=value), b'{"count":2}'))
+    # Namespace first, as client-go builds the request.
+    with pytest.raises(ValueError, match="invalid namespace"):
+        _run(sink.patch(_with(namespace=value, name=value), b'{"count":2}'))
+    assert getattr(sink, "api", None) is None or sink.api.calls == []
+
+
+def test_memory_sink_answers_a_bad_created_name_as_the_api_server():
+    """A create carries the name in its body, not its path: the server refuses it (422 Invalid), which the
+    broadcaster does not retry either."""
+    sink = MemorySink()
+    with pytest.raises(ApiError) as e:
+        sink.create(_with(name="a/b"))
+    assert e.value.status == 422 and e.value.reason == "Invalid"
+    assert "metadata.name: Invalid value: \"a/b\": may not contain '/'" in str(e.value)
+    assert sink.create(_with(name="a.b"))["metadata"]["name"] == "a.b"  # dots are fine inside a name
+
+
+def test_a_bad_namespace_is_abandoned_not_retried():
+    sink = MemorySink()
+    pod = dict(POD, namespace="..")
+    with kubevents.Broadcaster(clock=kubevents.FakeClock(START), sleep_duration=0) as b:
+        b.start_recording_to_sink(sink)
+        b.new_recorder("ctl").event(pod, "Normal", "Started", "started")
+    st = b.stats()
+    assert (st["abandoned"], st["retries"], st["created"]) == (1, 0, 0)
+    assert len(sink) == 0
+
+
+def _aiohttp():
+    return pytest.importorskip("aiohttp")
+
+
+def _urllib3():
+    return pytest.importorskip("urllib3").exceptions
+
+
+# What the clients raise when a request times out: none is a ValueError (which would abandon the event);
+# aiohttp's are OSErrors, through TimeoutError.
+TIMEOUT_ERRORS = {
+    "urllib3.ReadTimeoutError": lambda: _urllib3().ReadTimeoutError(None, "/api/v1/events", "Read timed out."),
+    "urllib3.ConnectTimeoutError": lambda: _urllib3().ConnectTimeoutError("connect timed out"),
+    "TimeoutError": TimeoutError,
+    "aiohttp.ServerTimeoutError": lambda: _aiohttp().ServerTimeoutError("Timeout on reading data from socket"),
+    "aiohttp.ConnectionTimeoutError": lambda: _aiohttp().ConnectionTimeoutError("Connection timeout"),
+}
+
+
+@pytest.mark.parametrize("make_error", TIMEOUT_ERRORS.values(), ids=TIMEOUT_ERRORS)
+def test_request_timeouts_are_retried(make_error):
+    error = make_error()
+
+    class TimesOutTwice(MemorySink):
+        calls = 0
+
+        def create(self, event):
+            self.calls += 1
+            if self.calls <= 2:
+                raise error
+            return super().create(event)
+
+    sink = TimesOutTwice()
+    with kubevents.Broadcaster(clock=kubevents.FakeClock(START), sleep_duration=0) as b:
+        b.start_recording_to_sink(sink)
+        b.new_recorder("ctl").event(POD, "Warning", "BackOff", "m")
+        assert b.wait_idle(10)
+    st = b.stats()
+    assert (st["retries"], st["created"], st["abandoned"], len(sink)) == (2, 1, 0, 1)
+
+    v1_sink = TimesOutTwice()
+    clock = kubevents.FakeClock(START)
+    v1 = kubevents.EventsBroadcaster(v1_sink, clock=clock)
+    v1.start_recording_to_sink()
+    v1.new_recorder("ctl", "ctl-1").eventf(POD, None, "Warning", "BackOff", "Restarting", "m")
+    for _ in range(3):
+        assert v1.wait_idle(10)
+        clock.step(12.5)
+    st = v1.shutdown(timeout=10)
+    assert (st["retries"], st["writes_ok"], st["abandoned"], len(v1_sink)) == (2, 1, 0, 1)

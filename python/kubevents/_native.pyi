@@ -209,7 +209,9 @@ def simulate(
 ) -> Simulation:
     """Replays a trace (a JSON Lines path or an iterable of records) as ``recordToSink`` would, on a
     virtual clock, with a sink that never fails. ``metrics=True`` also collects ``Simulation.metrics``, with
-    peak write rates over windows of ``window`` seconds (default 60)."""
+    peak write rates over windows of ``window`` seconds (default 60); it holds memory for each distinct
+    (object, reason, message) of the trace, about 300 bytes each (see ``kubevents.lab``). ``per_object=True``
+    keeps totals, and metrics, for each object."""
 
 # -- recording pipeline --
 
@@ -359,6 +361,46 @@ def register_kind(kind: str, api_version: str, *, cls: type | None = None) -> No
 
 def object_reference(obj: Any, *, field_path: str | None = None) -> dict[str, str]:
     """The object reference kubevents puts in an event for ``obj``."""
+
+__all__ += ["RecorderCheck"]
+
+@final
+class RecorderCheck:
+    """The checks of ``Recorder``'s methods: each raises what the ``Recorder`` method of its name raises for the
+    same arguments, and returns ``(message, object_reference)`` instead of recording. Used by
+    ``kubevents.testing.FakeRecorder``."""
+
+    def __new__(cls) -> Self: ...
+    def event(
+        self, obj: Any, type: str, reason: str, message: str, *, field_path: str | None = None
+    ) -> tuple[str, dict[str, str]]:
+        """``Recorder.event``'s checks."""
+    def eventf(
+        self, obj: Any, type: str, reason: str, fmt: str, *args: Any, field_path: str | None = None
+    ) -> tuple[str, dict[str, str]]:
+        """``Recorder.eventf``'s checks; the message is ``fmt % args``."""
+    def annotated_eventf(
+        self,
+        obj: Any,
+        annotations: Mapping[str, str] | None,
+        type: str,
+        reason: str,
+        fmt: str,
+        *args: Any,
+        field_path: str | None = None,
+    ) -> tuple[str, dict[str, str]]:
+        """``Recorder.annotated_eventf``'s checks (the annotations must be a dict of str)."""
+    def past_eventf(
+        self,
+        obj: Any,
+        timestamp: _TimeLike,
+        type: str,
+        reason: str,
+        fmt: str,
+        *args: Any,
+        field_path: str | None = None,
+    ) -> tuple[str, dict[str, str]]:
+        """``Recorder.past_eventf``'s checks (the timestamp must be a datetime or epoch seconds in range)."""
 
 # -- events.k8s.io/v1 recording --
 

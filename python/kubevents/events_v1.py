@@ -59,6 +59,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubevents._native import DEFAULT_EVENTS_V1_CACHE_SIZE, EventsV1Engine
+from kubevents.sinks import DEFAULT_REQUEST_TIMEOUT, _check_path_segment, _request_timeout_arg
 from kubevents.sinks import STRATEGIC_MERGE_PATCH as _STRATEGIC_MERGE
 
 __all__ = ["AsyncEventsV1Sink", "EventsBroadcaster", "EventsRecorder", "EventsV1Sink"]
@@ -77,6 +78,18 @@ def _format(text: str, args: tuple[Any, ...], name: str = "note") -> str:
     if not isinstance(text, str):
         raise TypeError(f"{name}: expected str, got {type(text).__name__}")
     return text % args if args else text
+
+
+def _checked_args(
+    type: str, annotations: Mapping[str, str] | None, note: str, args: tuple[Any, ...]
+) -> tuple[dict[str, str] | None, str]:
+    """The checks of a recorder call made before the engine's (which checks the rest): the type, then the
+    annotations as a dict, and the note formatted. Shared with ``kubevents.testing.FakeEventsRecorder``."""
+    if type not in _VALID_TYPES:
+        # Quoted as the core/v1 recorder quotes it (Go's %q), so both recorders word the error alike.
+        got = json.dumps(type) if isinstance(type, str) else repr(type)
+        raise ValueError(f'type: must be "Normal" or "Warning", got {got}')
+    return (None if annotations is None else dict(annotations)), _format(note, args)
 
 
 class EventsRecorder:
@@ -106,13 +119,10 @@ class EventsRecorder:
         *args: Any,
     ) -> None:
         """``eventf`` with annotations on the event's metadata."""
-        if type not in _VALID_TYPES:
-            # Quoted as the core/v1 recorder quotes it (Go's %q), so both recorders word the error alike.
-            got = json.dumps(type) if isinstance(type, str) else repr(type)
-            raise ValueError(f'type: must be "Normal" or "Warning", got {got}')
+        annotations, note = _checked_args(type, annotations, note, args)
         self._broadcaster._record(
-            regarding, related, None if annotations is None else dict(annotations), type, reason, action,
-            _format(note, args), self.reporting_controller, self.reporting_instance,
+            regarding, related, annotations, type, reason, action, note, self.reporting_controller,
+            self.reporting_instance,
         )
 
 
@@ -297,25 +307,38 @@ def _plain(api: Any, obj: Any) -> Any:
 _EVENTS_PATH = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
 
 
+def _path(event: EventV1, verb: str) -> tuple[str, str]:
+    """The namespace of the event and, for a patch, its name: checked as the request path they go into."""
+    meta = event.get("metadata") or {}
+    ns = meta.get("namespace")
+    if not ns:
+        raise ValueError(f"can't {verb} an event with empty namespace")
+    ns = _check_path_segment(str(ns), "namespace")
+    if verb == "create":
+        return ns, ""
+    name = meta.get("name")
+    if not name:
+        raise ValueError("resource name may not be empty")
+    return ns, _check_path_segment(str(name), "resource name")
+
+
 class EventsV1Sink:
     """Writes events.k8s.io/v1 events with the official client: ``EventsV1Sink(kubernetes.client.EventsV1Api())``.
 
     Creates with a POST of the event and patches with a strategic merge patch; an event without a namespace
-    raises ``ValueError`` (client-go: a plain error, retried). With the pydantic-based clients (kubernetes
-    >= 35) the event is sent as it is, through the client's ``param_serialize``/``call_api``: their
-    ``create_namespaced_event`` re-serializes ``eventTime`` without microseconds when they are zero, which
-    the API server's MicroTime parser rejects.
+    raises ``ValueError`` (client-go: a plain error, retried), as do a namespace or a patch's name that cannot
+    be a path segment (``"."``, ``".."``, or containing ``"/"`` or ``"%"``; client-go's REST client refuses
+    them too). With the pydantic-based clients (kubernetes >= 35) the event is sent as it is, through the
+    client's ``param_serialize``/``call_api``: their ``create_namespaced_event`` re-serializes ``eventTime``
+    without microseconds when they are zero, which the API server's MicroTime parser rejects.
+
+    ``request_timeout`` (seconds, default ``kubevents.sinks.DEFAULT_REQUEST_TIMEOUT``, 30) bounds each request
+    (the client has no timeout of its own); a request that times out is retried by the broadcaster.
     """
 
-    def __init__(self, events_v1_api: Any) -> None:
+    def __init__(self, events_v1_api: Any, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
         self.api = events_v1_api
-
-    @staticmethod
-    def _namespace(event: EventV1, verb: str) -> str:
-        ns = event.get("metadata", {}).get("namespace")
-        if not ns:
-            raise ValueError(f"can't {verb} an event with empty namespace")
-        return str(ns)
+        self.request_timeout = _request_timeout_arg(request_timeout)
 
     def _raw(self, method: str, path: str, path_params: dict[str, str], body: Any, content_type: str) -> Any:
         c = self.api.api_client
@@ -327,27 +350,29 @@ class EventsV1Sink:
             body=body,
             auth_settings=["BearerToken"],
         )
-        response = c.call_api(*params)
+        response = c.call_api(*params, _request_timeout=self.request_timeout)
         response.read()
         types = {"200": "object", "201": "object", "202": "object"}
         return c.response_deserialize(response_data=response, response_types_map=types).data
 
     def create(self, event: EventV1) -> Any:
         """POSTs the event to its namespace; returns the stored event."""
-        ns = self._namespace(event, "create")
+        ns, _ = _path(event, "create")
         if hasattr(self.api.api_client, "param_serialize"):
             return self._raw("POST", _EVENTS_PATH, {"namespace": ns}, event, "application/json")
-        return _plain(self.api, self.api.create_namespaced_event(ns, event))
+        return _plain(self.api, self.api.create_namespaced_event(ns, event, _request_timeout=self.request_timeout))
 
     def patch(self, event: EventV1, patch: bytes) -> Any:
         """PATCHes the named event with a strategic merge patch; returns the stored event."""
-        ns = self._namespace(event, "patch")
-        name = event["metadata"]["name"]
+        ns, name = _path(event, "patch")
         body = json.loads(patch)
         if hasattr(self.api.api_client, "param_serialize"):
             path = _EVENTS_PATH + "/{name}"
             return self._raw("PATCH", path, {"namespace": ns, "name": name}, body, _STRATEGIC_MERGE)
-        return _plain(self.api, self.api.patch_namespaced_event(name, ns, body, _content_type=_STRATEGIC_MERGE))
+        out = self.api.patch_namespaced_event(
+            name, ns, body, _content_type=_STRATEGIC_MERGE, _request_timeout=self.request_timeout
+        )
+        return _plain(self.api, out)
 
 
 class AsyncEventsV1Sink:
@@ -356,21 +381,22 @@ class AsyncEventsV1Sink:
     Start recording to it from a coroutine: its calls run on that coroutine's event loop, which must keep
     running while the broadcaster records; shut the broadcaster down with
     ``await asyncio.to_thread(broadcaster.shutdown)`` so that the loop stays free for the last writes.
+    ``request_timeout`` and the checks of the namespace and name are those of ``EventsV1Sink``.
     """
 
-    def __init__(self, events_v1_api: Any) -> None:
+    def __init__(self, events_v1_api: Any, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
         self.api = events_v1_api
+        self.request_timeout = _request_timeout_arg(request_timeout)
 
     async def create(self, event: EventV1) -> Any:
         """POSTs the event to its namespace; returns the stored event."""
-        ns = EventsV1Sink._namespace(event, "create")
-        return _plain(self.api, await self.api.create_namespaced_event(ns, event))
+        ns, _ = _path(event, "create")
+        return _plain(self.api, await self.api.create_namespaced_event(ns, event, _request_timeout=self.request_timeout))
 
     async def patch(self, event: EventV1, patch: bytes) -> Any:
         """PATCHes the named event with a strategic merge patch; returns the stored event."""
-        ns = EventsV1Sink._namespace(event, "patch")
-        name = event["metadata"]["name"]
-        return _plain(
-            self.api,
-            await self.api.patch_namespaced_event(name, ns, json.loads(patch), _content_type=_STRATEGIC_MERGE),
+        ns, name = _path(event, "patch")
+        out = await self.api.patch_namespaced_event(
+            name, ns, json.loads(patch), _content_type=_STRATEGIC_MERGE, _request_timeout=self.request_timeout
         )
+        return _plain(self.api, out)

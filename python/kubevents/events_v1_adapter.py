@@ -19,7 +19,7 @@ from typing import Any
 
 from kubevents._native import Broadcaster, Recorder
 from kubevents.events_v1 import EventsBroadcaster, EventsRecorder, EventsV1Sink
-from kubevents.sinks import CoreV1Sink
+from kubevents.sinks import DEFAULT_REQUEST_TIMEOUT, CoreV1Sink, _request_timeout_arg
 
 __all__ = ["EventBroadcasterAdapter", "new_event_broadcaster_adapter"]
 
@@ -55,19 +55,22 @@ class EventBroadcasterAdapter:
     """Both broadcasters of client-go's adapter: an ``EventsBroadcaster`` over ``EventsV1Sink`` when the
     discovery request for ``events.k8s.io/v1`` succeeded, and always a core/v1 ``Broadcaster`` over
     ``CoreV1Sink``. As in client-go, any discovery error (a transient one too) selects core/v1 for the life
-    of the adapter.
+    of the adapter. ``request_timeout`` bounds the discovery request and each write of the sinks (seconds,
+    default ``kubevents.sinks.DEFAULT_REQUEST_TIMEOUT``, 30); a discovery request that times out is an error.
     """
 
-    def __init__(self, api_client: Any, *, clock: Any = None) -> None:
+    def __init__(self, api_client: Any, *, clock: Any = None, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
         import kubernetes.client as k8s
 
+        self._request_timeout = _request_timeout_arg(request_timeout)
         self.events_v1: EventsBroadcaster | None = None
         try:
-            k8s.EventsV1Api(api_client).get_api_resources()
+            k8s.EventsV1Api(api_client).get_api_resources(_request_timeout=self._request_timeout)
         except Exception:
             pass
         else:
-            self.events_v1 = EventsBroadcaster(EventsV1Sink(k8s.EventsV1Api(api_client)), clock=clock)
+            sink = EventsV1Sink(k8s.EventsV1Api(api_client), request_timeout=self._request_timeout)
+            self.events_v1 = EventsBroadcaster(sink, clock=clock)
         self._core_api = k8s.CoreV1Api(api_client)
         self.core = Broadcaster(clock=clock)
 
@@ -75,7 +78,7 @@ class EventBroadcasterAdapter:
         """Starts both broadcasters writing to the server."""
         if self.events_v1 is not None:
             self.events_v1.start_recording_to_sink()
-        self.core.start_recording_to_sink(CoreV1Sink(self._core_api))
+        self.core.start_recording_to_sink(CoreV1Sink(self._core_api, request_timeout=self._request_timeout))
 
     def new_recorder(self, name: str) -> EventsRecorder | _LegacyRecorderAdapter:
         """An events.k8s.io/v1 recorder for controller ``name`` if the server serves that API, else the
@@ -95,6 +98,8 @@ class EventBroadcasterAdapter:
             self.events_v1.shutdown(timeout)
 
 
-def new_event_broadcaster_adapter(api_client: Any, *, clock: Any = None) -> EventBroadcasterAdapter:
+def new_event_broadcaster_adapter(
+    api_client: Any, *, clock: Any = None, request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+) -> EventBroadcasterAdapter:
     """client-go's ``NewEventBroadcasterAdapter`` for an official ``kubernetes.client.ApiClient``."""
-    return EventBroadcasterAdapter(api_client, clock=clock)
+    return EventBroadcasterAdapter(api_client, clock=clock, request_timeout=request_timeout)

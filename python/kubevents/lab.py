@@ -24,6 +24,15 @@ cluster). Each row holds the combination's options and the metrics of its replay
 ``peak_object_writes``      the same for the busiest object; ``peak_object_write_rate`` per second
 ``max_count``               the largest ``count`` written on one event
 ==========================  ==================================================================================
+
+Memory: a replay without metrics holds the correlator's bounded caches and nothing per event (a 45 MB peak RSS
+for the whole process over 1M or 5M events about distinct objects). The metrics are exact, so they keep what
+they count: each distinct (object, reason, message) and (object, reason), each object's window of writes, and
+each event with skipped occurrences waiting to be reported; about 250-330 bytes per distinct object and
+message. Measured (BENCHMARKS.md, run 17) with ``simulate(path, metrics=True)`` over the ``unique`` workload, a
+new object and message for every event: a 354-377 MB peak at 1M events, 1.29 GB at 5M; over 1M events of the
+``mixed`` workload (5000 objects) 66-73 MB. ``per_object=True`` adds totals and a summary for each object (1.06-
+1.08 GB at 1M objects). A sweep holds this once per replay running at a time, besides the trace itself.
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ from concurrent.futures import Executor, Future, as_completed
 from typing import Any
 
 from kubevents._native import replay_grid
-from kubevents.traces import Workload
+from kubevents.traces import KubectlTrace, Workload
 
 __all__ = ["GRID_OPTIONS", "METRICS", "SweepResult", "combinations", "sweep"]
 
@@ -186,8 +195,8 @@ def _sweep_on(
     chunksize: int | None,
     bar: Any,
 ) -> list[Any]:
-    # Paths and workloads travel small; other one-shot iterables must become lists to travel at all.
-    if not isinstance(trace, (str, os.PathLike, Sequence, Workload)):
+    # Paths, workloads and kubectl traces travel small; other one-shot iterables must become lists to travel.
+    if not isinstance(trace, (str, os.PathLike, Sequence, Workload, KubectlTrace)):
         trace = list(trace)
     if chunksize is None:
         chunksize = min(64, max(1, math.ceil(len(combos) / (4 * (os.cpu_count() or 1)))))

@@ -12,7 +12,14 @@ errors, timeouts) is retried. A method may return None to mean "written as sent"
   the broadcaster starts recording to it);
 * :class:`MemorySink` keeps what the API server would hold, for tests and notebooks.
 
-Neither client is imported by this module: the sinks use the API object they are given.
+Neither client is imported by this module: the sinks use the API object they are given. Neither client has a
+request timeout of its own, so the client sinks pass one on every call: ``request_timeout`` seconds,
+:data:`DEFAULT_REQUEST_TIMEOUT` (30 s) unless given. A request that times out raises the client's timeout error
+(urllib3's ``ReadTimeoutError``, or ``TimeoutError`` from aiohttp), which the broadcaster retries.
+
+A namespace, or a name that goes into the URL (a patch's), of ``"."`` or ``".."`` or containing ``"/"`` or
+``"%"`` raises ``ValueError``, so the event is abandoned: the clients would send it to another path, and client-go's
+REST client refuses it (``IsValidPathSegmentName``).
 """
 
 from __future__ import annotations
@@ -23,10 +30,14 @@ import json
 import threading
 from typing import Any
 
-__all__ = ["STRATEGIC_MERGE_PATCH", "ApiError", "AsyncCoreV1Sink", "CoreV1Sink", "MemorySink"]
+__all__ = ["DEFAULT_REQUEST_TIMEOUT", "STRATEGIC_MERGE_PATCH", "ApiError", "AsyncCoreV1Sink", "CoreV1Sink", "MemorySink"]
 
 #: The content type of the patches the broadcaster sends (client-go's ``types.StrategicMergePatchType``).
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+#: Seconds the client sinks give each request to complete (the official clients wait forever by default).
+DEFAULT_REQUEST_TIMEOUT = 30.0
+_MAX_REQUEST_TIMEOUT = 1e9
 
 
 class ApiError(Exception):
@@ -38,8 +49,36 @@ class ApiError(Exception):
         self.reason = reason
 
 
+def _request_timeout_arg(value: object) -> float:
+    """``request_timeout`` checked: seconds > 0, as a float (what the clients take)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"request_timeout: expected a number of seconds > 0, got {type(value).__name__}")
+    # A socket timeout holds at most about 292 years; beyond that every request would raise OverflowError.
+    if not 0 < value <= _MAX_REQUEST_TIMEOUT:
+        got = repr(value) if isinstance(value, float) or abs(value) < 10**18 else "a larger int"
+        raise ValueError(f"request_timeout: expected seconds > 0 and at most {_MAX_REQUEST_TIMEOUT:.0e}, got {got}")
+    return float(value)
+
+
+def _path_segment_errors(value: str) -> list[str]:
+    """What is wrong with ``value`` as a path segment of a URL (apimachinery's ``IsValidPathSegmentName``)."""
+    if value in (".", ".."):
+        return [f"may not be '{value}'"]
+    return [f"may not contain '{c}'" for c in ("/", "%") if c in value]
+
+
+def _check_path_segment(value: str, what: str) -> str:
+    """``value`` if it can be a path segment, else client-go's request error (``invalid namespace "..":
+    [may not be '..']``) as a ``ValueError``."""
+    errors = _path_segment_errors(value)
+    if errors:
+        raise ValueError(f"invalid {what} {json.dumps(value, ensure_ascii=False)}: [{' '.join(errors)}]")
+    return value
+
+
 def _namespace(event: dict[str, Any]) -> str:
-    return (event.get("metadata") or {}).get("namespace") or "default"
+    ns = (event.get("metadata") or {}).get("namespace") or "default"
+    return _check_path_segment(str(ns), "namespace")
 
 
 def _name(event: dict[str, Any]) -> str:
@@ -47,6 +86,12 @@ def _name(event: dict[str, Any]) -> str:
     if not name:
         raise ValueError("event has no metadata.name")
     return str(name)
+
+
+def _path_key(event: dict[str, Any]) -> tuple[str, str]:
+    """The namespace and name of the event a patch goes to, checked as the clients' request paths are."""
+    namespace = _namespace(event)
+    return namespace, _check_path_segment(_name(event), "resource name")
 
 
 def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
@@ -61,8 +106,10 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
 
 
 class MemorySink:
-    """Keeps events as an API server would: create refuses an existing name (409), patch applies the patch
-    to the stored event or answers 404, and every write gets a new ``resourceVersion``. Thread-safe.
+    """Keeps events as an API server would: create refuses an existing name (409) and a name that cannot be a
+    path segment (422), patch applies the patch to the stored event or answers 404, and every write gets a new
+    ``resourceVersion``. A namespace, or a patch's name, that the client sinks refuse raises the same
+    ``ValueError``. Thread-safe.
 
     ``events()`` lists what is stored; ``writes`` lists every successful call as ``("create" | "patch",
     event)``.
@@ -76,6 +123,12 @@ class MemorySink:
 
     def create(self, event: dict[str, Any]) -> dict[str, Any]:
         key = (_namespace(event), _name(event))
+        errors = _path_segment_errors(key[1])
+        if errors:
+            # The API server's check of every created object's name (rest.BeforeCreate).
+            name = json.dumps(key[1], ensure_ascii=False)
+            raise ApiError(422, "Invalid", f"Event {name} is invalid: metadata.name: Invalid value: {name}: "
+                           + ", ".join(errors))
         with self._lock:
             if key in self._store:
                 raise ApiError(409, "AlreadyExists", f'events "{key[1]}" already exists')
@@ -87,7 +140,7 @@ class MemorySink:
             return copy.deepcopy(stored)
 
     def patch(self, event: dict[str, Any], patch: bytes) -> dict[str, Any]:
-        key = (_namespace(event), _name(event))
+        key = _path_key(event)
         changes = json.loads(patch)
         with self._lock:
             stored = self._store.get(key)
@@ -115,10 +168,12 @@ class MemorySink:
 
 
 class _CoreV1Client:
-    """What both core/v1 sinks keep of the client: the API object, and its answers as dicts."""
+    """What both core/v1 sinks keep of the client: the API object, the request timeout, and its answers as
+    dicts."""
 
-    def __init__(self, core_v1_api: Any) -> None:
+    def __init__(self, core_v1_api: Any, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
         self.api = core_v1_api
+        self.request_timeout = _request_timeout_arg(request_timeout)
 
     def _as_dict(self, obj: Any) -> dict[str, Any]:
         out = self.api.api_client.sanitize_for_serialization(obj)
@@ -134,14 +189,22 @@ class CoreV1Sink(_CoreV1Client):
     ``application/strategic-merge-patch+json`` (PATCH ``.../events/<name>``), as client-go's
     ``EventSinkImpl``; returns the server's event as a dict. Unlike client-go's REST client, the Python
     client does not retry 429 and 5xx answers itself; the broadcaster does (see the module docs).
+
+    ``request_timeout`` (seconds, default :data:`DEFAULT_REQUEST_TIMEOUT`, 30) bounds each request; a request
+    that times out is retried by the broadcaster.
     """
 
     def create(self, event: dict[str, Any]) -> dict[str, Any]:
-        return self._as_dict(self.api.create_namespaced_event(_namespace(event), event))
+        """POSTs the event to its namespace; returns the stored event."""
+        out = self.api.create_namespaced_event(_namespace(event), event, _request_timeout=self.request_timeout)
+        return self._as_dict(out)
 
     def patch(self, event: dict[str, Any], patch: bytes) -> dict[str, Any]:
+        """PATCHes the named event with a strategic merge patch; returns the stored event."""
+        namespace, name = _path_key(event)
         out = self.api.patch_namespaced_event(
-            _name(event), _namespace(event), json.loads(patch), _content_type=STRATEGIC_MERGE_PATCH
+            name, namespace, json.loads(patch), _content_type=STRATEGIC_MERGE_PATCH,
+            _request_timeout=self.request_timeout,
         )
         return self._as_dict(out)
 
@@ -149,14 +212,20 @@ class CoreV1Sink(_CoreV1Client):
 class AsyncCoreV1Sink(_CoreV1Client):
     """:class:`CoreV1Sink` for ``kubernetes_asyncio``: ``AsyncCoreV1Sink(kubernetes_asyncio.client.CoreV1Api())``.
 
-    Start recording to it from a coroutine: its calls run on that coroutine's event loop.
+    Start recording to it from a coroutine: its calls run on that coroutine's event loop. ``request_timeout``
+    (seconds, default :data:`DEFAULT_REQUEST_TIMEOUT`, 30) bounds each request, as for :class:`CoreV1Sink`.
     """
 
     async def create(self, event: dict[str, Any]) -> dict[str, Any]:
-        return self._as_dict(await self.api.create_namespaced_event(_namespace(event), event))
+        """POSTs the event to its namespace; returns the stored event."""
+        out = await self.api.create_namespaced_event(_namespace(event), event, _request_timeout=self.request_timeout)
+        return self._as_dict(out)
 
     async def patch(self, event: dict[str, Any], patch: bytes) -> dict[str, Any]:
+        """PATCHes the named event with a strategic merge patch; returns the stored event."""
+        namespace, name = _path_key(event)
         out = await self.api.patch_namespaced_event(
-            _name(event), _namespace(event), json.loads(patch), _content_type=STRATEGIC_MERGE_PATCH
+            name, namespace, json.loads(patch), _content_type=STRATEGIC_MERGE_PATCH,
+            _request_timeout=self.request_timeout,
         )
         return self._as_dict(out)

@@ -14,10 +14,19 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from kubevents._native import object_reference
-from kubevents.events_v1 import _format
+from kubevents._native import EventsV1Engine, RecorderCheck
+from kubevents.events_v1 import _checked_args
+from kubevents.sinks import MemorySink
 
 __all__ += ["FakeRecorder"]
+
+_RECORDER_CHECK = RecorderCheck()
+
+
+def _annotations_text(annotations: Mapping[str, str] | None) -> str:
+    if not annotations:
+        return ""
+    return " map[" + " ".join(f"{k}:{v}" for k, v in sorted(annotations.items())) + "]"
 
 
 class FakeRecorder:
@@ -25,9 +34,12 @@ class FakeRecorder:
     in ``events``, with `` involvedObject{kind=<kind>,apiVersion=<apiVersion>}`` appended when
     ``include_object`` is set and `` map[k:v ...]`` (sorted, as Go prints maps) when there are annotations.
 
-    It has the methods of ``kubevents.Recorder``. Unlike client-go's, it never blocks (``events`` is a list,
-    not a channel), ``%`` in the type and reason is not interpreted, and the kind and apiVersion of
-    ``include_object`` come from ``kubevents.object_reference`` (so typed objects print theirs).
+    It has the methods of ``kubevents.Recorder`` and checks their arguments as ``Recorder`` does, raising the
+    same exceptions (an event type other than Normal/Warning, an object without a reference, a reason or format
+    that is not a str, a bad timestamp ...), so code that passes its tests against it does not fail against
+    the real recorder. Unlike client-go's, it never blocks (``events`` is a list, not a channel), ``%`` in the
+    type and reason is not interpreted, and the kind and apiVersion of ``include_object`` are those of
+    ``kubevents.object_reference`` (so typed objects print theirs).
     """
 
     def __init__(self, *, include_object: bool = False) -> None:
@@ -35,26 +47,26 @@ class FakeRecorder:
         self.events: list[str] = []
         self._lock = threading.Lock()
 
-    def _write(self, obj: Any, annotations: Mapping[str, str] | None, type: str, reason: str, message: str) -> None:
+    def _write(
+        self, checked: tuple[str, dict[str, str]], annotations: Mapping[str, str] | None, type: str, reason: str
+    ) -> None:
+        message, ref = checked
         line = f"{type} {reason} {message}"
         if self.include_object:
-            try:
-                ref = object_reference(obj)
-            except ValueError:
-                ref = {}
             line += f" involvedObject{{kind={ref.get('kind', '')},apiVersion={ref.get('apiVersion', '')}}}"
-        if annotations:
-            line += " map[" + " ".join(f"{k}:{v}" for k, v in sorted(annotations.items())) + "]"
+        line += _annotations_text(annotations)
         with self._lock:
             self.events.append(line)
 
     def event(self, obj: Any, type: str, reason: str, message: str, *, field_path: str | None = None) -> None:
         """Records ``message`` as given."""
-        self._write(obj, None, type, reason, message)
+        checked = _RECORDER_CHECK.event(obj, type, reason, message, field_path=field_path)
+        self._write(checked, None, type, reason)
 
     def eventf(self, obj: Any, type: str, reason: str, fmt: str, *args: Any, field_path: str | None = None) -> None:
         """Records ``fmt % args`` (``fmt`` as it is without args)."""
-        self._write(obj, None, type, reason, _format(fmt, args, "fmt"))
+        checked = _RECORDER_CHECK.eventf(obj, type, reason, fmt, *args, field_path=field_path)
+        self._write(checked, None, type, reason)
 
     def annotated_eventf(
         self,
@@ -67,27 +79,23 @@ class FakeRecorder:
         field_path: str | None = None,
     ) -> None:
         """``eventf`` with annotations."""
-        self._write(obj, annotations, type, reason, _format(fmt, args, "fmt"))
+        checked = _RECORDER_CHECK.annotated_eventf(obj, annotations, type, reason, fmt, *args, field_path=field_path)
+        self._write(checked, annotations, type, reason)
 
     def past_eventf(
         self, obj: Any, timestamp: Any, type: str, reason: str, fmt: str, *args: Any, field_path: str | None = None
     ) -> None:
-        """``eventf``; the timestamp is not part of the recorded string."""
-        self._write(obj, None, type, reason, _format(fmt, args, "fmt"))
+        """``eventf``; the timestamp is checked but is not part of the recorded string."""
+        checked = _RECORDER_CHECK.past_eventf(obj, timestamp, type, reason, fmt, *args, field_path=field_path)
+        self._write(checked, None, type, reason)
 
 # -- events.k8s.io/v1 recording: FakeEventsRecorder --
 
 __all__ += ["FakeEventsRecorder"]
 
 
-def _gvk_string(obj: Any) -> str:
-    if obj is None:
-        return ""
-    try:
-        ref = object_reference(obj)
-    except (TypeError, ValueError):
-        return ""
-    if not ref.get("kind") and not ref.get("apiVersion"):
+def _gvk_string(ref: dict[str, Any] | None) -> str:
+    if not ref or (not ref.get("kind") and not ref.get("apiVersion")):
         return ""
     return f" {{kind={ref.get('kind', '')},apiVersion={ref.get('apiVersion', '')}}}"
 
@@ -97,14 +105,18 @@ class FakeEventsRecorder:
     with ``verbose``, as ``"<type> <reason> <action> <note>"`` followed by `` {kind=...,apiVersion=...}`` for
     ``regarding`` and ``related`` (when they have a kind or apiVersion) and `` map[k:v ...]`` for annotations.
 
-    It has the methods of ``kubevents.EventsRecorder``. Unlike client-go's, it never blocks (``events`` is a
-    list, not a channel) and ``%`` in the type and reason is not interpreted.
+    It has the methods of ``kubevents.EventsRecorder`` and checks their arguments with the real recorder's code,
+    raising the same exceptions. Unlike client-go's, it never blocks (``events`` is a list, not a channel) and
+    ``%`` in the type and reason is not interpreted.
     """
 
     def __init__(self, *, verbose: bool = False) -> None:
         self.verbose = verbose
         self.events: list[str] = []
         self._lock = threading.Lock()
+        # Never started: its record() checks the arguments and makes the event, as under a real recorder,
+        # and records nothing.
+        self._engine = EventsV1Engine(MemorySink())
 
     def eventf(self, regarding: Any, related: Any, type: str, reason: str, action: str, note: str, *args: Any) -> None:
         """Records ``note % args`` (``note`` as it is without args)."""
@@ -122,12 +134,15 @@ class FakeEventsRecorder:
         *args: Any,
     ) -> None:
         """``eventf`` with annotations (shown only when ``verbose``, as in client-go)."""
-        message = _format(note, args)
+        annotations, message = _checked_args(type, annotations, note, args)
+        event = self._engine.record(
+            regarding, related, annotations, type, reason, action, message, "fake", "fake", want_event=self.verbose
+        )
         if not self.verbose:
             line = f"{type} {reason} {message}"
         else:
-            line = f"{type} {reason} {action} {message}" + _gvk_string(regarding) + _gvk_string(related)
-            if annotations:
-                line += " map[" + " ".join(f"{k}:{v}" for k, v in sorted(annotations.items())) + "]"
+            assert event is not None
+            line = f"{type} {reason} {action} {message}" + _gvk_string(event["regarding"])
+            line += _gvk_string(event.get("related")) + _annotations_text(annotations)
         with self._lock:
             self.events.append(line)

@@ -161,10 +161,12 @@ def kubelet_storm(seed: int = 7, minutes: int = 60) -> list[dict]:
 
 # --- Synthetic workloads, JSON Lines files and traces from real clusters -------------------------------------
 
+import heapq  # noqa: E402
 from collections.abc import Iterable, Iterator, Mapping  # noqa: E402
 from typing import Any  # noqa: E402
 
-__all__ += ["WORKLOADS", "Workload", "from_kubectl", "generate", "read_jsonl", "write_jsonl"]
+__all__ += ["MAX_COUNT", "WORKLOADS", "KubectlTrace", "Workload", "from_kubectl", "generate", "read_jsonl",
+            "write_jsonl"]
 
 _BASE_NS = 1_700_000_000_000_000_000
 _MS = 1_000_000
@@ -311,6 +313,10 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
 
 
 # kubectl's dumps hold the end points of each event's run of occurrences and their count, nothing between.
+MAX_COUNT = 10**6
+"""The largest ``count`` of one stored event that ``from_kubectl`` accepts; larger ones raise ``ValueError``. The
+API allows up to 2^31 - 1, which would take an hour to replay; a million occurrences replay in about 2 s."""
+
 _COMBINED = "(combined from similar events): "
 _RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
 
@@ -327,18 +333,58 @@ def _parse_time(value, where):
     return seconds * 10**9 + int((frac or "").ljust(9, "0"))
 
 
-def _field(item, dotted):
-    for part in dotted.split("."):
-        item = item.get(part) if isinstance(item, dict) else None
-    return item
+def _object(value, where):
+    """A JSON object field: a dict, or {} when missing or null; anything else is a TypeError naming it."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _string(obj, key, where):
+    """A str field of a JSON object: "" when missing or null; anything else is a TypeError naming it."""
+    value = obj.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"{where}.{key}: expected a str, got {type(value).__name__}")
+    return value
+
+
+def _field(item, dotted, where):
+    """The value at a dotted path of an item (None when missing); a parent that is not an object is an error."""
+    *parents, last = dotted.split(".")
+    for part in parents:
+        where = f"{where}.{part}"
+        item = _object(item.get(part), where)
+    return item.get(last)
 
 
 def _first_time(item, names, where):
     for name in names:
-        value = _field(item, name)
+        value = _field(item, name, where)
         if value:
             return _parse_time(value, f"{where}.{name}")
     return None
+
+
+def _count(item, names, where):
+    """The first count field set (1 when none is), checked: a positive int at most ``MAX_COUNT``."""
+    for name in names:
+        count = _field(item, name, where)
+        if count:
+            break
+    else:
+        return 1
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise TypeError(f"{where}.{name}: expected an int, got {type(count).__name__}")
+    if count < 1:
+        raise ValueError(f"{where}.{name}: must be a positive int, got {count}")
+    if count > MAX_COUNT:
+        raise ValueError(f"{where}.{name}: {count} is above the limit of {MAX_COUNT:,} occurrences per event "
+                         "(kubevents.traces.MAX_COUNT)")
+    return count
 
 
 # Where each shape keeps the parts of a trace record; the first field present wins.
@@ -377,24 +423,61 @@ def _occurrences(item, where):
     events_v1 = "regarding" in item or str(item.get("apiVersion", "")).startswith("events.k8s.io/")
     shape = _EVENTS_V1 if events_v1 else _CORE_V1
     involved = _involved(item.get(shape["reference"]) or {}, f"{where}.{shape['reference']}")
-    source = item.get(shape["source"]) or {}
-    component = source.get("component") or item.get(shape["reporter"]) or ""
-    host = source.get("host") or item.get("reportingInstance") or ""
-    message = item.get(shape["message"]) or ""
-    count = next((c for c in (_field(item, f) for f in shape["count"]) if c), 1)
+    source_where = f"{where}.{shape['source']}"
+    source = _object(item.get(shape["source"]), source_where)
+    component = _string(source, "component", source_where) or _string(item, shape["reporter"], where)
+    host = _string(source, "host", source_where) or _string(item, "reportingInstance", where)
+    message = _string(item, shape["message"], where)
+    type_, reason = _string(item, "type", where), _string(item, "reason", where)
+    count = _count(item, shape["count"], where)
     first = _first_time(item, shape["first"], where)
     last = _first_time(item, shape["last"], where)
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise ValueError(f"{where}: count must be a positive int, got {count!r}")
     if first is None:
         raise ValueError(f"{where}: no time (firstTimestamp, eventTime or metadata.creationTimestamp)")
     last = first if last is None or last < first else last
     if message.startswith(_COMBINED):
         message = message[len(_COMBINED):]
-    return (involved, component, host, item.get("type") or "", item.get("reason") or "", message, count, first, last)
+    return (involved, component, host, type_, reason, message, count, first, last)
 
 
-def from_kubectl(path_or_obj: str | os.PathLike[str] | Mapping[str, Any] | list[Any]) -> list[dict[str, Any]]:
+def _expand(event):
+    """The records of one stored event's occurrences, in time order."""
+    involved, component, host, type_, reason, message, count, first, last = event
+    span = last - first
+    for k in range(count):
+        t = first + span * k // (count - 1) if count > 1 else first
+        yield {"t_ns": t, "source_component": component, "source_host": host, "involved": dict(involved),
+               "type": type_, "reason": reason, "message": message}
+
+
+class KubectlTrace:
+    """The trace of a ``kubectl get events`` dump (see ``from_kubectl``): each stored event's occurrences,
+    made as they are iterated, so a count costs no memory. It can be iterated again and again, each time with
+    the same records in time order; ``len()`` is the number of occurrences, ``events`` the number of stored
+    events, ``list(trace)`` materialises the records.
+    """
+
+    def __init__(self, events: list[tuple[Any, ...]]) -> None:
+        self._events = events
+        self._len = sum(e[6] for e in events)
+
+    @property
+    def events(self) -> int:
+        """The number of stored events in the dump."""
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        # Each event's occurrences are in time order; merging them keeps ties in the dump's order.
+        return heapq.merge(*map(_expand, self._events), key=lambda r: r["t_ns"])
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __repr__(self) -> str:
+        return f"<KubectlTrace: {self._len} occurrences of {len(self._events)} events>"
+
+
+def from_kubectl(path_or_obj: str | os.PathLike[str] | Mapping[str, Any] | list[Any]) -> KubectlTrace:
     """A trace from ``kubectl get events -A -o json`` (core/v1 Events) or
     ``kubectl get events.v1.events.k8s.io -A -o json`` (events.k8s.io/v1): a path to the JSON, or the parsed
     object (a List with ``items``, or a list of Events).
@@ -409,7 +492,12 @@ def from_kubectl(path_or_obj: str | os.PathLike[str] | Mapping[str, Any] | list[
     events)" event keeps only its group's latest message, which its occurrences replay without the prefix.
 
     The dump holds what reached the API server, so occurrences that a client's spam filter dropped are not in
-    it. The records are sorted by time (ties keep the dump's order).
+    it. The records come in time order (ties keep the dump's order).
+
+    The dump is read and checked at once: a field of the wrong type raises ``TypeError`` and a bad value
+    ``ValueError``, naming the item and the field (``items[3].count``); a count above ``MAX_COUNT`` (one
+    million) is refused. The occurrences are made only as the returned ``KubectlTrace`` is iterated, which
+    ``simulate``, ``sweep`` and the plots do.
     """
     obj = path_or_obj
     if isinstance(obj, (str, os.PathLike)):
@@ -419,17 +507,10 @@ def from_kubectl(path_or_obj: str | os.PathLike[str] | Mapping[str, Any] | list[
         if "items" not in obj:
             raise ValueError("expected a List with 'items' (kubectl get events -A -o json)")
         items = obj["items"] or []
+        if not isinstance(items, list):
+            raise TypeError(f"items: expected a list of Events, got {type(items).__name__}")
     elif isinstance(obj, list):
         items = obj
     else:
         raise TypeError(f"expected a path, a List object or a list of Events, got {type(obj).__name__}")
-    out = []
-    for i, item in enumerate(items):
-        involved, component, host, type_, reason, message, count, first, last = _occurrences(item, f"items[{i}]")
-        span = last - first
-        for k in range(count):
-            t = first + span * k // (count - 1) if count > 1 else first
-            out.append({"t_ns": t, "source_component": component, "source_host": host, "involved": dict(involved),
-                        "type": type_, "reason": reason, "message": message})
-    out.sort(key=lambda r: r["t_ns"])
-    return out
+    return KubectlTrace([_occurrences(item, f"items[{i}]") for i, item in enumerate(items)])

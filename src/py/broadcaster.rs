@@ -529,7 +529,8 @@ pub struct PyRecorder {
     source: Arc<EventSource>,
 }
 
-fn format_message(fmt: &Bound<'_, PyString>, args: &Bound<'_, PyTuple>) -> PyResult<String> {
+/// `fmt % args`, or `fmt` as it is without args.
+pub(crate) fn format_message(fmt: &Bound<'_, PyString>, args: &Bound<'_, PyTuple>) -> PyResult<String> {
     if args.is_empty() {
         return Ok(fmt.to_str()?.to_owned());
     }

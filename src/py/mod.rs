@@ -11,6 +11,7 @@ mod gil;
 mod lifecycle;
 mod reference;
 mod sink;
+mod testing;
 // events.k8s.io/v1 recording
 mod series;
 // --- PLEG ---
@@ -43,6 +44,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<broadcaster::PyWatcher>()?;
     m.add_function(wrap_pyfunction!(reference::register_kind, m)?)?;
     m.add_function(wrap_pyfunction!(reference::object_reference, m)?)?;
+    m.add_class::<testing::PyRecorderCheck>()?;
     // -- end recording pipeline --
     m.add("DEFAULT_QPS", f64::from(crate::correlator::DEFAULT_QPS))?;
     // events.k8s.io/v1 recording

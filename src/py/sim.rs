@@ -314,7 +314,8 @@ fn fill(py: Python<'_>, st: &mut DecisionState) -> PyResult<()> {
 }
 
 /// Replays a trace through client-go's correlator on a virtual clock (see the module docs of `kubevents`).
-/// With `metrics=True` it also collects the metrics of `kubevents.lab` (peak rates over `window` seconds).
+/// With `metrics=True` it also collects the metrics of `kubevents.lab` (peak rates over `window` seconds),
+/// whose memory grows with the distinct (object, reason, message) of the trace (`kubevents.lab`).
 #[pyfunction]
 #[pyo3(signature = (trace, *, lru_cache_size=4096, burst=25, qps=f64::from(DEFAULT_QPS), max_events=10,
                     max_interval=600, key_func=None, message_func=None, spam_key_func=None, per_object=false,
@@ -390,8 +391,7 @@ pub fn simulate(
         v
     });
     let metrics = sim.metrics().map(|m| {
-        let objects = per_object.then(|| {
-            let mut v = m.objects();
+        let objects = m.objects().map(|mut v| {
             v.sort_by(|a, b| b.1.writes().cmp(&a.1.writes()).then(b.1.events.cmp(&a.1.events)).then(a.0.cmp(&b.0)));
             v
         });

@@ -11,11 +11,18 @@
 //!   occurrence has delay 0 (the replay's sink answers at once). Occurrences whose event is never written again
 //!   are `unreported`.
 //! * Peak writes: the most writes within any window of `window_ns` (both ends included), overall and per object.
+//!
+//! Memory grows with the distinct values, not with the occurrences: an exact count of the distinct (object,
+//! reason, message) needs each of them kept, the peak per object each object's window, and the delays each
+//! event with skipped occurrences. About 250-330 bytes per distinct object and message (each kept once, as
+//! ids in small tables); the per-object metrics, when kept, add a summary per object. BENCHMARKS.md, run 17.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, Hash, Hasher};
 
 use foldhash::fast::RandomState;
+use hashbrown::HashTable;
 
 use super::{Action, ObjectKey};
 
@@ -98,14 +105,18 @@ impl Window {
         while self.times.front().is_some_and(|&f| t - f > width) {
             self.times.pop_front();
         }
+        if self.times.capacity() == 0 {
+            // Most objects' windows never hold more than one write: room for one, not the default four.
+            self.times.reserve_exact(1);
+        }
         self.times.push_back(t);
         self.peak = self.peak.max(self.times.len() as u64);
     }
 }
 
+/// What the overall metrics need of each object.
 #[derive(Default)]
 struct PerObject {
-    summary: Summary,
     window: Window,
     /// Events of this object with skipped occurrences waiting for a write; while 0, a write needs no lookup.
     pending_events: u32,
@@ -118,33 +129,72 @@ struct Pending {
     min_t: i64,
 }
 
-/// Small ids for strings, so that the keys of the distinct-value tables are integers.
+/// Small ids for byte strings, so that the keys of the distinct-value tables are integers. The strings are
+/// kept end to end in one buffer and the table holds ids alone: 4 bytes an entry, where a boxed key took 24
+/// and an allocation of its own.
 #[derive(Default)]
 struct Interner {
-    ids: HashMap<Box<str>, u32, RandomState>,
+    hasher: RandomState,
+    table: HashTable<u32>,
+    bytes: Vec<u8>,
+    /// Where the bytes of each id end.
+    ends: Vec<usize>,
 }
 
 impl Interner {
-    fn id(&mut self, s: &str) -> u32 {
-        if let Some(&id) = self.ids.get(s) {
+    fn id(&mut self, s: &[u8]) -> u32 {
+        let Interner { hasher, table, bytes, ends } = self;
+        let hash = hasher.hash_one(s);
+        if let Some(&id) = table.find(hash, |&id| string(bytes, ends, id) == s) {
             return id;
         }
-        let id = self.ids.len() as u32;
-        self.ids.insert(s.into(), id);
+        let id = ends.len() as u32;
+        bytes.extend_from_slice(s);
+        ends.push(bytes.len());
+        table.insert_unique(hash, id, |&id| hasher.hash_one(string(bytes, ends, id)));
         id
+    }
+
+    fn get(&self, id: u32) -> &[u8] {
+        string(&self.bytes, &self.ends, id)
+    }
+}
+
+fn string<'a>(bytes: &'a [u8], ends: &[usize], id: u32) -> &'a [u8] {
+    let i = id as usize;
+    &bytes[if i == 0 { 0 } else { ends[i - 1] }..ends[i]]
+}
+
+/// A key of ids: an entry of the messages table takes 16 bytes where a u128 key (16-aligned) took 32. Hashed
+/// as one integer, as the packed keys were (an array hashes its length and each id).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Ids<const N: usize>([u32; N]);
+
+impl<const N: usize> Hash for Ids<N> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let packed = self.0.iter().fold(0u128, |v, &id| v << 32 | u128::from(id));
+        if N <= 2 {
+            state.write_u64(packed as u64);
+        } else {
+            state.write_u128(packed);
+        }
     }
 }
 
 /// Collects the metrics of a replay, one occurrence at a time.
 pub struct Metrics {
     window_ns: i64,
-    object_ids: HashMap<Box<[u8]>, u32, RandomState>,
-    objects: Vec<(ObjectKey, PerObject)>,
+    /// Each object's kind, namespace and name, each followed by `SEP`.
+    object_ids: Interner,
+    /// By object id.
+    objects: Vec<PerObject>,
+    /// Each object's own metrics, by object id, when they are kept.
+    object_summaries: Option<Vec<Summary>>,
     reason_ids: Interner,
     message_ids: Interner,
     /// (object, reason, message) -> kept, and (object, reason) -> kept, by ids.
-    messages: HashMap<u128, bool, RandomState>,
-    reasons: HashMap<u64, bool, RandomState>,
+    messages: HashMap<Ids<3>, bool, RandomState>,
+    reasons: HashMap<Ids<2>, bool, RandomState>,
     /// By object id and event name (names are unique only within a namespace).
     pending: HashMap<Box<[u8]>, (u32, Pending), RandomState>,
     overall: Summary,
@@ -167,12 +217,14 @@ pub struct Occurrence<'a> {
 }
 
 impl Metrics {
-    /// `window_ns` is the width of the sliding window of the peak write rates (> 0).
-    pub fn new(window_ns: i64) -> Self {
+    /// `window_ns` is the width of the sliding window of the peak write rates (> 0); with `per_object`, the
+    /// metrics of each object are kept too (`objects()`).
+    pub fn new(window_ns: i64, per_object: bool) -> Self {
         Metrics {
             window_ns: window_ns.max(1),
-            object_ids: HashMap::default(),
+            object_ids: Interner::default(),
             objects: Vec::new(),
+            object_summaries: per_object.then(Vec::new),
             reason_ids: Interner::default(),
             message_ids: Interner::default(),
             messages: HashMap::default(),
@@ -195,12 +247,13 @@ impl Metrics {
             key.extend_from_slice(part.as_bytes());
             key.push(SEP);
         }
-        if let Some(&id) = self.object_ids.get(key.as_slice()) {
-            return id;
+        let id = self.object_ids.id(key);
+        if id as usize == self.objects.len() {
+            self.objects.push(PerObject::default());
+            if let Some(summaries) = self.object_summaries.as_mut() {
+                summaries.push(Summary::default());
+            }
         }
-        let id = self.objects.len() as u32;
-        self.object_ids.insert(key.as_slice().into(), id);
-        self.objects.push(((kind.to_owned(), namespace.to_owned(), name.to_owned()), PerObject::default()));
         id
     }
 
@@ -208,12 +261,13 @@ impl Metrics {
         let id = self.object_id(o.object);
         let written = o.action != Action::Skip;
 
-        let reason = u64::from(id) << 32 | u64::from(self.reason_ids.id(o.reason));
-        let message = u128::from(reason) << 32 | u128::from(self.message_ids.id(o.message));
-        let (new_reason, reason_newly_kept) = mark(&mut self.reasons, reason, written);
-        let (new_message, message_newly_kept) = mark(&mut self.messages, message, written && !o.aggregated);
+        let reason = self.reason_ids.id(o.reason.as_bytes());
+        let message = self.message_ids.id(o.message.as_bytes());
+        let (new_reason, reason_newly_kept) = mark(&mut self.reasons, Ids([id, reason]), written);
+        let (new_message, message_newly_kept) =
+            mark(&mut self.messages, Ids([id, reason, message]), written && !o.aggregated);
 
-        let object = &mut self.objects[id as usize].1;
+        let object = &mut self.objects[id as usize];
         let mut delayed = None;
         if !written || object.pending_events > 0 {
             let key = &mut self.key;
@@ -239,7 +293,8 @@ impl Metrics {
             }
         }
 
-        for s in [&mut self.overall, &mut object.summary] {
+        let object_summary = self.object_summaries.as_mut().map(|v| &mut v[id as usize]);
+        for s in std::iter::once(&mut self.overall).chain(object_summary) {
             s.events += 1;
             match o.action {
                 Action::Create => s.creates += 1,
@@ -254,19 +309,15 @@ impl Metrics {
             if written {
                 s.max_count = s.max_count.max(o.count);
             }
+            if let Some(p) = &delayed {
+                s.delayed += p.n;
+                s.delay_sum_ns += i128::from(p.n as i64) * i128::from(o.t_ns) - p.sum_t;
+                s.max_delay_ns = s.max_delay_ns.max(o.t_ns - p.min_t);
+            }
         }
         if written {
             self.window.push(o.t_ns, self.window_ns);
             object.window.push(o.t_ns, self.window_ns);
-        }
-        if let Some(p) = delayed {
-            let sum = i128::from(p.n as i64) * i128::from(o.t_ns) - p.sum_t;
-            let max = o.t_ns - p.min_t;
-            for s in [&mut self.overall, &mut object.summary] {
-                s.delayed += p.n;
-                s.delay_sum_ns += sum;
-                s.max_delay_ns = s.max_delay_ns.max(max);
-            }
         }
     }
 
@@ -275,27 +326,35 @@ impl Metrics {
         let mut s = self.overall;
         s.unreported = self.pending.values().map(|(_, p)| p.n).sum();
         s.peak_writes = self.window.peak;
-        s.peak_object_writes = self.objects.iter().map(|(_, o)| o.window.peak).max().unwrap_or(0);
+        s.peak_object_writes = self.objects.iter().map(|o| o.window.peak).max().unwrap_or(0);
         s
     }
 
-    /// The metrics of each object, in the order the objects first appeared.
-    pub fn objects(&self) -> Vec<(ObjectKey, Summary)> {
+    /// The metrics of each object, in the order the objects first appeared; None unless made `per_object`.
+    pub fn objects(&self) -> Option<Vec<(ObjectKey, Summary)>> {
+        let summaries = self.object_summaries.as_ref()?;
+        let key = |id: usize| -> ObjectKey {
+            let mut parts = self.object_ids.get(id as u32).split(|&b| b == SEP);
+            let mut part = || String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned();
+            (part(), part(), part())
+        };
+        let keys = (0..self.objects.len()).map(key);
         let mut unreported = vec![0u64; self.objects.len()];
         for (object, p) in self.pending.values() {
             unreported[*object as usize] += p.n;
         }
-        self.objects
-            .iter()
-            .zip(unreported)
-            .map(|((key, o), n)| {
-                let mut s = o.summary;
-                s.unreported = n;
-                s.peak_writes = o.window.peak;
-                s.peak_object_writes = o.window.peak;
-                (key.clone(), s)
-            })
-            .collect()
+        let objects = keys.zip(summaries).zip(&self.objects).zip(unreported);
+        Some(
+            objects
+                .map(|(((key, s), o), n)| {
+                    let mut s = *s;
+                    s.unreported = n;
+                    s.peak_writes = o.window.peak;
+                    s.peak_object_writes = o.window.peak;
+                    (key, s)
+                })
+                .collect(),
+        )
     }
 }
 
@@ -346,7 +405,7 @@ mod tests {
 
     #[test]
     fn counts_kept_information_delays_and_peaks() {
-        let mut m = Metrics::new(10 * S);
+        let mut m = Metrics::new(10 * S, true);
         m.observe(&occ(0, "a", "BackOff", "m1", Action::Create, false, "e1", 1));
         m.observe(&occ(1, "a", "BackOff", "m1", Action::Skip, false, "e1", 2));
         m.observe(&occ(3, "a", "BackOff", "m1", Action::Skip, false, "e1", 3));
@@ -368,8 +427,9 @@ mod tests {
         assert_eq!((s.peak_writes, s.peak_object_writes, s.max_count), (3, 3, 4));
         assert!((s.write_reduction() - 3.0 / 7.0).abs() < 1e-12);
 
-        let objects = m.objects();
+        let objects = m.objects().unwrap();
         assert_eq!(objects.len(), 2);
+        assert_eq!(objects[0].0, ("Pod".to_owned(), "default".to_owned(), "a".to_owned()));
         let (key, b) = &objects[1];
         assert_eq!(key.2, "b");
         assert_eq!(
@@ -382,15 +442,46 @@ mod tests {
     }
 
     #[test]
+    fn overall_metrics_are_the_same_with_or_without_per_object_ones() {
+        let occurrences = [
+            occ(0, "a", "BackOff", "m1", Action::Create, false, "e1", 1),
+            occ(1, "ü/ß", "BackOff", "m1", Action::Skip, false, "e2", 1),
+            occ(2, "a", "BackOff", "m2", Action::Patch, true, "e1", 2),
+            occ(9, "ü/ß", "BackOff", "m1", Action::Create, false, "e2", 2),
+        ];
+        let (mut with, mut without) = (Metrics::new(S, true), Metrics::new(S, false));
+        for o in &occurrences {
+            with.observe(o);
+            without.observe(o);
+        }
+        assert_eq!(with.summary(), without.summary());
+        assert!(without.objects().is_none());
+        let keys: Vec<_> = with.objects().unwrap().into_iter().map(|(k, s)| (k.2, s.events)).collect();
+        assert_eq!(keys, [("a".to_owned(), 2), ("ü/ß".to_owned(), 2)]);
+    }
+
+    #[test]
     fn event_names_are_told_apart_by_object() {
         // Event names are unique only within a namespace: a write of b's "x.1" must not report a's "x.1".
-        let mut m = Metrics::new(S);
+        let mut m = Metrics::new(S, false);
         m.observe(&occ(0, "a", "R", "m", Action::Skip, false, "x.1", 1));
         m.observe(&occ(1, "b", "R", "m", Action::Patch, false, "x.1", 2));
         let s = m.summary();
         assert_eq!((s.delayed, s.unreported), (0, 1));
         m.observe(&occ(3, "a", "R", "m", Action::Patch, false, "x.1", 2));
         assert_eq!((m.summary().delayed, m.summary().unreported, m.summary().max_delay_ns), (1, 0, 3 * S));
+    }
+
+    #[test]
+    fn what_each_distinct_value_costs_stays_small() {
+        // The table entries and the per-object state (BENCHMARKS.md, run 17): a u128 key made an entry of 32.
+        assert_eq!(std::mem::size_of::<(Ids<3>, bool)>(), 16);
+        assert_eq!(std::mem::size_of::<(Ids<2>, bool)>(), 12);
+        assert!(std::mem::size_of::<PerObject>() <= 48);
+        let mut names = Interner::default();
+        let ids: Vec<_> = ["pod-1", "pod-22", "", "pod-1"].iter().map(|s| names.id(s.as_bytes())).collect();
+        assert_eq!(ids, [0, 1, 2, 0]);
+        assert_eq!((names.get(1), names.get(2), names.bytes.len()), (&b"pod-22"[..], &b""[..], 11));
     }
 
     #[test]

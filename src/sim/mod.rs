@@ -114,9 +114,10 @@ impl Simulator {
         })
     }
 
-    /// Also collects the metrics of `metrics.rs`, with peak write rates over windows of `window_ns`.
+    /// Also collects the metrics of `metrics.rs`, with peak write rates over windows of `window_ns`; per
+    /// object too when the replay tracks objects.
     pub fn with_metrics(mut self, window_ns: i64) -> Self {
-        self.metrics = Some(Metrics::new(window_ns));
+        self.metrics = Some(Metrics::new(window_ns, self.objects.is_some()));
         self
     }
 
