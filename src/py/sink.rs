@@ -92,9 +92,12 @@ impl Failures {
         if !self.logged.lock().unwrap_or_else(|p| p.into_inner()).insert(place) {
             return None;
         }
+        // Type, value and traceback apart: before Python 3.12 the value alone may not carry its traceback.
         let lines = py
             .import(intern!(py, "traceback"))
-            .and_then(|m| m.call_method1(intern!(py, "format_exception"), (err.value(py),)))
+            .and_then(|m| {
+                m.call_method1(intern!(py, "format_exception"), (err.get_type(py), err.value(py), err.traceback(py)))
+            })
             .and_then(|l| l.extract::<Vec<String>>());
         lines.ok().map(|l| l.concat().trim_end().to_owned())
     }
