@@ -465,13 +465,19 @@ class EventsV1Engine:
         is recording; returns the event as a dict when ``want_event`` is true."""
     def start(self) -> None:
         """Starts the engine thread: events recorded from now on reach the sink."""
+    def check(self, blocking: str | None = None) -> None:
+        """``RuntimeError`` if the engine was created before ``os.fork()``, or if the blocking call named
+        ``blocking`` is made from the sink (on the engine thread) or on the asyncio loop of an async sink."""
     def wait_idle(self, timeout: _DurationLike | None = None) -> bool:
-        """Waits until every queued event and everything due at the clock's present has been handled."""
+        """Waits until every queued event and everything due at the clock's present has been handled.
+        Interrupted by Ctrl-C; raises a ``KeyboardInterrupt`` or ``SystemExit`` the sink raised."""
     def shutdown(self, timeout: _DurationLike | None = None) -> bool:
         """Writes what is queued and pending and every live series' final count, then ends the thread;
-        False if ``timeout`` ran out first."""
+        False if ``timeout`` ran out first. Any number of callers may wait at once; interrupted by Ctrl-C;
+        raises a ``KeyboardInterrupt`` or ``SystemExit`` the sink raised."""
+    def _exit_flush(self, timeout: float) -> int: ...
     def stats(self) -> _EventsV1Stats:
-        """Counters: series decisions, sink writes, drops."""
+        """Counters: series decisions, sink writes, drops; never waits for a sink call."""
 
 def truncate_note(note: str) -> str:
     """``note`` cut to the API server's 1024-byte limit at a UTF-8 boundary with a ``" ..."`` suffix, or
@@ -843,6 +849,8 @@ def replay_grid(
 ) -> list[_Metrics]:
     """Replays one trace under each entry of ``grid`` (dicts of ``simulate`` options) on ``workers`` native
     threads with the GIL released; the metrics of each replay, in grid order. ``kubevents.sweep`` builds on it."""
+
+__all__ += ["_after_fork_in_child", "_close_gate"]
 
 def _close_gate(timeout: float) -> int:
     """Exit hook: stops kubevents' threads from taking the GIL; waits up to ``timeout`` for those inside."""

@@ -52,12 +52,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import queue
 import socket
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any
 
+from kubevents import _lifecycle
 from kubevents._native import DEFAULT_EVENTS_V1_CACHE_SIZE, EventsV1Engine
 from kubevents.sinks import DEFAULT_REQUEST_TIMEOUT, _check_path_segment, _request_timeout_arg
 from kubevents.sinks import STRATEGIC_MERGE_PATCH as _STRATEGIC_MERGE
@@ -126,34 +129,66 @@ class EventsRecorder:
         )
 
 
+def _left(deadline: float | None) -> float | None:
+    """Seconds until ``deadline`` (a ``time.monotonic()`` value), or None for no deadline."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
 class _Watcher:
-    """A callback fed from its own queue on its own thread (a watch.Broadcaster watcher, drop if full)."""
+    """A callback fed from its own queue on its own thread (a watch.Broadcaster watcher, drop if full).
+
+    Closing it never waits (a full queue included): the thread delivers what is queued, then ends."""
 
     def __init__(self, callback: Callable[[EventV1], object], name: str) -> None:
         self._callback = callback
-        self._queue: queue.Queue[EventV1 | None] = queue.Queue(_WATCHER_QUEUE)
+        self._events: deque[EventV1] = deque()
+        self._ready = threading.Condition(threading.Lock())
+        self._closed = False
         self.dropped = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def offer(self, event: EventV1) -> None:
-        try:
-            self._queue.put_nowait(event)
-        except queue.Full:
-            self.dropped += 1
+        with self._ready:
+            if self._closed:
+                return
+            if len(self._events) >= _WATCHER_QUEUE:
+                self.dropped += 1
+                return
+            self._events.append(event)
+            self._ready.notify()
 
     def _run(self) -> None:
-        while (event := self._queue.get()) is not None:
+        while True:
+            with self._ready:
+                while not self._events and not self._closed:
+                    self._ready.wait()
+                if not self._events:
+                    return
+                event = self._events.popleft()
             try:
                 self._callback(event)
             except Exception:
                 _logger.exception("event watcher callback failed")
 
-    def stop(self, timeout: float | None = None) -> None:
-        # The sentinel goes after what is queued, so queued events are still delivered.
-        self._queue.put(None)
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
+    def close(self) -> None:
+        """Takes no more events; ``dropped`` is final from now on."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify()
+
+    def join(self, timeout: float | None) -> bool:
+        """Waits up to ``timeout`` seconds for the thread to end; whether it has. On that very thread (a callback
+        shutting down) it does not wait for itself."""
+        if threading.current_thread() is self._thread:
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def pending(self) -> int:
+        """Events queued and not delivered yet."""
+        return len(self._events)
 
 
 class EventsBroadcaster:
@@ -161,11 +196,16 @@ class EventsBroadcaster:
 
     ``sink`` is a sink of ``kubevents.sinks`` (``MemorySink``), ``EventsV1Sink``/``AsyncEventsV1Sink``, or
     any object with ``create(event)`` and ``patch(event, patch_bytes)``, plain or ``async def`` (these run
-    on the asyncio loop running when ``start_recording_to_sink`` is called). Exceptions are classified as
-    for ``kubevents.sinks``; in addition, as in client-go, a 404 on a series patch turns into a create, and
-    a 409 on the create of a series is retried. Retries are at most ``max_tries`` attempts in all,
-    ``sleep_duration`` seconds (jittered up to +25 %) apart on ``clock``. ``cache_size`` bounds the series
-    cache, which grows as series arrive (a large bound costs nothing until used).
+    on the asyncio loop running when ``start_recording_to_sink`` is called; shut down with ``await aclose()``
+    or ``async with`` there). Exceptions are classified as for ``kubevents.sinks``; in addition, as in
+    client-go, a 404 on a series patch turns into a create, and a 409 on the create of a series is retried.
+    Retries are at most ``max_tries`` attempts in all, ``sleep_duration`` seconds (jittered up to +25 %)
+    apart on ``clock``. ``cache_size`` bounds the series cache, which grows as series arrive (a large bound
+    costs nothing until used). A ``KeyboardInterrupt`` or ``SystemExit`` raised in the sink abandons that event
+    and is raised again by the next ``shutdown()`` or ``wait_idle()``.
+
+    A broadcaster that is recording or has watchers and is not shut down is flushed at exit (see
+    ``kubevents.set_exit_timeout``). One created before ``os.fork()`` raises ``RuntimeError`` in the child.
     """
 
     def __init__(
@@ -182,11 +222,14 @@ class EventsBroadcaster:
         )
         self._lock = threading.Lock()
         self._watchers: list[_Watcher] = []
+        # Watchers closed by shutdown: every caller of shutdown() waits for them.
+        self._closed: list[_Watcher] = []
         self._stopped_watcher_drops = 0
         self._stopped = False
 
     def new_recorder(self, reporting_controller: str, reporting_instance: str | None = None) -> EventsRecorder:
         """A recorder for ``reporting_controller``; the instance defaults to ``<controller>-<hostname>``."""
+        self._engine.check()
         if not isinstance(reporting_controller, str):
             raise TypeError(f"reporting_controller: expected str, got {type(reporting_controller).__name__}")
         if reporting_instance is None:
@@ -217,26 +260,30 @@ class EventsBroadcaster:
     def start_recording_to_sink(self) -> None:
         """Starts writing events to the sink, and the 6- and 30-minute rounds on the clock."""
         self._engine.start()
+        _lifecycle.track(self)
 
     def start_event_watcher(self, callback: Callable[[EventV1], object]) -> Callable[[], None]:
         """Calls ``callback`` with every event recorded from now on, on a thread of its own (at most 1000
         waiting; more are dropped). Returns a function that stops the watcher."""
         if not callable(callback):
             raise TypeError("callback must be callable")
+        self._engine.check()
         with self._lock:
             if self._stopped:
                 raise RuntimeError("the broadcaster is shut down")
             w = _Watcher(callback, "kubevents-events-v1-watcher")
             self._watchers = [*self._watchers, w]
+        _lifecycle.track(self)
 
         def stop() -> None:
+            self._engine.check()
             with self._lock:
                 if w not in self._watchers:
                     return
                 self._watchers = [x for x in self._watchers if x is not w]
-            w.stop()
-            with self._lock:
+                w.close()
                 self._stopped_watcher_drops += w.dropped
+            w.join(None)
 
         return stop
 
@@ -256,24 +303,62 @@ class EventsBroadcaster:
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Waits until every event recorded so far and everything due at the clock's present time (retries,
-        rounds) has been handled. With a FakeClock: step the clock, then ``wait_idle()``. False on timeout."""
+        rounds) has been handled. With a FakeClock: step the clock, then ``wait_idle()``. False on timeout.
+
+        Ctrl-C interrupts the wait; a ``KeyboardInterrupt`` or ``SystemExit`` raised in the sink is raised
+        here. ``RuntimeError`` on the asyncio loop of an async sink, which the wait would stall."""
         return self._engine.wait_idle(timeout)
 
-    def shutdown(self, timeout: float | None = None) -> dict[str, Any]:
+    def shutdown(self, timeout: float | timedelta | None = None) -> dict[str, Any]:
         """Stops recording: queued events are written, every pending retry gets one last attempt, every live
         series its final count; watchers get their queued events. Returns the final ``stats()``, or raises
-        ``TimeoutError`` if ``timeout`` seconds ran out first (the rest then finishes in the background)."""
-        with self._lock:
-            self._stopped = True
-            watchers, self._watchers = self._watchers, []
+        ``TimeoutError`` if ``timeout`` seconds ran out first (the rest then finishes in the background).
+
+        Idempotent; callers on several threads each wait for the end (or their own timeout). Ctrl-C
+        interrupts the wait; a ``KeyboardInterrupt`` or ``SystemExit`` raised in the sink is raised here.
+        On the asyncio loop of an async sink it raises ``RuntimeError``: use ``await aclose()`` there."""
+        self._engine.check("shutdown")
+        start = time.monotonic()
+        watchers = self._close_watchers()
         done = self._engine.shutdown(timeout)
+        # One deadline for all: the engine checked the timeout.
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        deadline = None if seconds is None else start + float(seconds)
         for w in watchers:
-            w.stop(timeout)
-        with self._lock:
-            self._stopped_watcher_drops += sum(w.dropped for w in watchers)
+            done = w.join(_left(deadline)) and done
         if not done:
             raise TimeoutError(f"the broadcaster did not finish writing within {timeout} s")
         return self.stats()
+
+    async def aclose(self, timeout: float | timedelta | None = None) -> dict[str, Any]:
+        """``shutdown()`` for a coroutine: runs it on a worker thread, so that this loop goes on running the
+        async sink's last writes. Returns the final ``stats()``.
+
+        Example: ``stats = await broadcaster.aclose(timeout=10)``."""
+        self._engine.check()
+        return await asyncio.to_thread(self.shutdown, timeout)
+
+    def _close_watchers(self) -> list[_Watcher]:
+        """Stops feeding the watchers (they deliver what they hold, then end); returns every watcher closed so,
+        for each caller of shutdown to wait for."""
+        with self._lock:
+            self._stopped = True
+            for w in self._watchers:
+                w.close()
+                self._stopped_watcher_drops += w.dropped
+            self._closed += self._watchers
+            self._watchers = []
+            return list(self._closed)
+
+    def _exit_flush(self, timeout: float) -> tuple[str, int]:
+        """For the exit hook (``kubevents._lifecycle``, which forgets what it tracked at a fork): shuts down
+        within ``timeout`` seconds without raising; returns how many events were left undelivered."""
+        deadline = time.monotonic() + timeout
+        watchers = self._close_watchers()
+        undelivered = self._engine._exit_flush(timeout)
+        for w in watchers:
+            w.join(_left(deadline))
+        return "EventsBroadcaster", undelivered + sum(w.pending for w in watchers)
 
     def __enter__(self) -> EventsBroadcaster:
         return self
@@ -285,12 +370,12 @@ class EventsBroadcaster:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        # Off the loop, so that an async sink's calls, which run on this loop, can finish.
-        await asyncio.to_thread(self.shutdown)
+        await self.aclose()
 
     def stats(self) -> dict[str, Any]:
         """Counters: series decisions, sink writes and errors, retries, drops (``dropped`` of the engine's
-        queue, ``dropped_watchers`` of the watchers' queues), truncated notes, cache size."""
+        queue, ``dropped_watchers`` of the watchers' queues), truncated notes, cache size. Never waits for a
+        sink call: the engine's counters are as of its last write."""
         out: dict[str, Any] = dict(self._engine.stats())
         with self._lock:
             out["dropped_watchers"] = self._stopped_watcher_drops + sum(w.dropped for w in self._watchers)
@@ -379,8 +464,9 @@ class AsyncEventsV1Sink:
     """``EventsV1Sink`` for ``kubernetes_asyncio``: ``AsyncEventsV1Sink(kubernetes_asyncio.client.EventsV1Api())``.
 
     Start recording to it from a coroutine: its calls run on that coroutine's event loop, which must keep
-    running while the broadcaster records; shut the broadcaster down with
-    ``await asyncio.to_thread(broadcaster.shutdown)`` so that the loop stays free for the last writes.
+    running while the broadcaster records; shut the broadcaster down with ``await broadcaster.aclose()`` (or
+    ``async with``) so that the loop stays free for the last writes. Writes made once that loop has stopped
+    are given up (``write_errors``).
     ``request_timeout`` and the checks of the namespace and name are those of ``EventsV1Sink``.
     """
 

@@ -2,32 +2,35 @@
 //!
 //! Callers make events on their own thread and hand them over through a bounded queue (full: dropped,
 //! never blocking). The engine thread owns the series engine and the Python sink; it takes the GIL only to
-//! call the sink and to read a Python clock, and waits without it.
+//! call the sink and to read a Python clock, always through the exit gate (`lifecycle`), and waits without
+//! it. It holds no lock while it calls the sink: it publishes its counters after every write for `stats()`,
+//! and `shutdown()`/`wait_idle()` wait on a condition, interruptibly, any number of callers at once.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::{JoinHandle, ThreadId};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::clock::{clock_arg, is_real_clock, timeout_arg, to_duration};
 use super::convert::{meta_to_py, reference_to_py, series_to_py, set_str, source_to_py, time_str, type_name};
 use super::errors::{int_arg, int_opt};
 use super::gil::GilTurns;
+use super::lifecycle;
 use super::reference::reference_of;
-use super::sink::PySink;
+use super::sink::{Failures, PySink};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::event::ObjectReference;
 use crate::recorder::UuidSource;
 use crate::series::{
-    make_event_v1, EngineOptions, EventV1, EventV1Input, SeriesEngine, SinkError, SinkV1, DEFAULT_CACHE_SIZE,
-    MAX_TRIES_PER_EVENT,
+    make_event_v1, EngineOptions, EngineStats, EventV1, EventV1Input, SeriesEngine, SinkError, SinkV1,
+    DEFAULT_CACHE_SIZE, MAX_TRIES_PER_EVENT,
 };
 use crate::sink::{Verdict, WriteError};
 
@@ -100,8 +103,8 @@ struct PySinkV1 {
 }
 
 impl PySinkV1 {
-    fn new(sink: &Bound<'_, PyAny>, turns: Arc<GilTurns>) -> PyResult<Self> {
-        let caller = PySink::new(sink, turns, Arc::default())?;
+    fn new(sink: &Bound<'_, PyAny>, turns: Arc<GilTurns>, failures: Arc<Failures>) -> PyResult<Self> {
+        let caller = PySink::new(sink, turns, failures)?;
         let (create, patch) = PySink::methods(sink)?;
         Ok(PySinkV1 { caller, create: create.unbind(), patch: patch.unbind() })
     }
@@ -113,7 +116,7 @@ impl PySinkV1 {
         patch: Option<&[u8]>,
         answer: bool,
     ) -> Result<Option<EventV1>, SinkError> {
-        Python::attach(|py| {
+        lifecycle::attach(|py| {
             let arg = event_v1_to_py(py, event).map_err(|e| SinkError::RequestConstruction(e.to_string()))?;
             let method = if create { &self.create } else { &self.patch };
             let out = match patch {
@@ -150,7 +153,9 @@ fn log_failure(py: Python<'_>, method: &str, e: &SinkError) {
     let (what, detail) = match e {
         SinkError::NotFound | SinkError::AlreadyExists => return,
         SinkError::Transient(m) => ("Unable to write event (may retry after sleeping)", m),
-        SinkError::Rejected(m) | SinkError::RequestConstruction(m) => ("Server rejected event (will not retry!)", m),
+        SinkError::Rejected(m) => ("Server rejected event (will not retry!)", m),
+        // No answer of the server: the sink itself failed (a bug in it, a request it could not make).
+        SinkError::RequestConstruction(m) => ("The sink failed (will not retry!)", m),
     };
     let logged = py
         .import("logging")
@@ -171,12 +176,20 @@ impl SinkV1 for PySinkV1 {
     }
 }
 
+/// A core error as text, on the engine thread: the text of a Python error (a Python clock's) needs the GIL.
+fn describe(e: &Error) -> String {
+    lifecycle::attach(|_| e.to_string())
+}
+
 #[derive(Default)]
 struct State {
     queue: VecDeque<EventV1>,
     started: bool,
     stopping: bool,
+    /// The engine thread has ended (or was never started and never will be).
     finished: bool,
+    /// The engine thread ended with a panic.
+    failed: bool,
     /// `wait_idle` calls so far, and the last one the engine thread answered with an idle pass.
     kicks: u64,
     idle_for: u64,
@@ -184,17 +197,33 @@ struct State {
     truncated: u64,
     /// A clock that failed on the engine thread, as text.
     last_error: Option<String>,
+    /// The series engine's counters as of its last write, published by the engine thread: `stats()` reads
+    /// them here instead of waiting for a sink call to end.
+    engine: EngineStats,
+    /// Events or writes the engine thread has taken from the queue and not made yet.
+    in_hand: u64,
 }
 
 struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     idle: Condvar,
-    engine: Mutex<SeriesEngine>,
     /// The clock can be waited on with real timeouts.
     real_clock: bool,
-    turns: Arc<GilTurns>,
-    worker: Mutex<Option<ThreadId>>,
+    worker: OnceLock<ThreadId>,
+}
+
+/// Marks the engine thread finished when it ends, a panic included, and wakes whoever waits for that.
+struct Finish<'a>(&'a Shared);
+
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.state();
+        st.finished = true;
+        st.failed = std::thread::panicking();
+        st.idle_for = st.kicks;
+        self.0.idle.notify_all();
+    }
 }
 
 impl Shared {
@@ -202,59 +231,67 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits on `idle` while `pending` holds, for at most `timeout`; returns whether it stopped holding.
-    fn wait_while(
-        &self,
-        st: MutexGuard<'_, State>,
-        timeout: Option<Duration>,
-        mut pending: impl FnMut(&mut State) -> bool,
-    ) -> bool {
-        match timeout {
-            None => {
-                drop(self.idle.wait_while(st, &mut pending).unwrap_or_else(|p| p.into_inner()));
-                true
-            }
-            Some(t) => !self.idle.wait_timeout_while(st, t, pending).unwrap_or_else(|p| p.into_inner()).1.timed_out(),
-        }
-    }
-
-    fn engine(&self) -> MutexGuard<'_, SeriesEngine> {
-        self.engine.lock().unwrap_or_else(|p| p.into_inner())
+    /// Waits on `idle` for at most `timeout` while `pending` holds; returns whether it stopped holding.
+    fn wait_while(&self, timeout: Duration, pending: impl FnMut(&mut State) -> bool) -> bool {
+        !self.idle.wait_timeout_while(self.state(), timeout, pending).unwrap_or_else(|p| p.into_inner()).1.timed_out()
     }
 
     fn on_worker(&self) -> bool {
-        *self.worker.lock().unwrap_or_else(|p| p.into_inner()) == Some(std::thread::current().id())
+        self.worker.get() == Some(&std::thread::current().id())
     }
 
-    fn run(&self, mut sink: PySinkV1) {
-        loop {
-            let (batch, kick, stopping) = {
-                let mut st = self.state();
-                loop {
-                    if !st.queue.is_empty() || st.stopping || st.kicks > st.idle_for {
-                        break;
-                    }
-                    let wait = match self.until_due() {
-                        Ok(None) => break,
-                        Ok(Some(d)) => d,
-                        Err(e) => {
-                            st.last_error = Some(e.to_string());
-                            POLL
-                        }
-                    };
-                    st = self.wake.wait_timeout(st, wait).unwrap_or_else(|p| p.into_inner()).0;
+    fn note_error(&self, e: &Error) {
+        let text = describe(e);
+        self.state().last_error = Some(text);
+    }
+
+    fn publish(&self, engine: &SeriesEngine, in_hand: usize) {
+        let mut st = self.state();
+        st.engine = engine.stats();
+        st.in_hand = in_hand as u64;
+    }
+
+    /// Waits for events, a `wait_idle` call, shutdown or the next due instant, then takes the queue: returns
+    /// it, the `wait_idle` call it answers, and whether the engine is stopping.
+    fn next_batch(&self, engine: &SeriesEngine) -> (VecDeque<EventV1>, u64, bool) {
+        let wanted = |st: &State| !st.queue.is_empty() || st.stopping || st.kicks > st.idle_for;
+        let mut st = loop {
+            // Read without the state lock: a Python clock takes the GIL, which a recorder call holding the
+            // lock has.
+            let due = self.until_due(engine).map_err(|e| describe(&e));
+            let mut st = self.state();
+            if wanted(&st) {
+                break st;
+            }
+            let wait = match due {
+                Ok(None) => break st,
+                Ok(Some(d)) => d,
+                Err(e) => {
+                    st.last_error = Some(e);
+                    POLL
                 }
-                // Woken by a few events with nobody waiting on this thread: linger once for a fuller batch,
-                // rather than wake for every event (recorder calls only wake it for the first).
-                if st.queue.len() < LINGER_BATCH && !st.stopping && st.kicks <= st.idle_for {
-                    st = self.wake.wait_timeout(st, LINGER).unwrap_or_else(|p| p.into_inner()).0;
-                }
-                (std::mem::take(&mut st.queue), st.kicks, st.stopping)
             };
-            let mut engine = self.engine();
+            let st = self.wake.wait_timeout(st, wait).unwrap_or_else(|p| p.into_inner()).0;
+            if wanted(&st) {
+                break st;
+            }
+        };
+        // Woken by a few events with nobody waiting on this thread: linger once for a fuller batch, rather
+        // than wake for every event (recorder calls only wake it for the first).
+        if st.queue.len() < LINGER_BATCH && !st.stopping && st.kicks <= st.idle_for {
+            st = self.wake.wait_timeout(st, LINGER).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        st.in_hand = st.queue.len() as u64;
+        (std::mem::take(&mut st.queue), st.kicks, st.stopping)
+    }
+
+    /// The engine thread. It owns the engine: no lock is held while it calls the sink.
+    fn run(&self, mut engine: SeriesEngine, mut sink: PySinkV1) {
+        loop {
+            let (batch, kick, stopping) = self.next_batch(&engine);
             // What is due goes first, so that the rounds at start run before any event is cached.
             if let Err(e) = engine.run_due(&mut sink) {
-                self.state().last_error = Some(e.to_string());
+                self.note_error(&e);
             }
             // Deciding needs no GIL; the writes take it once per chunk rather than once per sink call
             // (taking the GIL from a busy Python thread can cost a switch interval each time), in chunks short
@@ -264,46 +301,40 @@ impl Shared {
             for event in batch {
                 match engine.decide(event) {
                     Ok(w) => writes.extend(w),
-                    Err(e) => self.state().last_error = Some(e.to_string()),
+                    Err(e) => self.note_error(&e),
                 }
             }
-            let mut writes = writes.into_iter().peekable();
-            while writes.peek().is_some() {
-                Python::attach(|_| {
-                    for event in writes.by_ref().take(GIL_CHUNK) {
+            self.publish(&engine, writes.len());
+            let mut writes = writes.into_iter();
+            while writes.len() > 0 {
+                lifecycle::attach(|_| {
+                    for _ in 0..GIL_CHUNK {
+                        let Some(event) = writes.next() else { break };
                         if let Err(e) = engine.write(event, &mut sink) {
-                            self.state().last_error = Some(e.to_string());
+                            self.note_error(&e);
                         }
+                        self.publish(&engine, writes.len());
                     }
                 });
             }
             if stopping {
-                let rest = std::mem::take(&mut self.state().queue);
-                for event in rest {
-                    let _ = engine.observe(event, &mut sink);
-                }
+                // Nothing was queued after the last batch: recorder calls drop events once stopping is set.
                 engine.shutdown(&mut sink);
-                drop(engine);
-                let mut st = self.state();
-                st.finished = true;
-                st.idle_for = st.kicks;
-                self.idle.notify_all();
+                self.publish(&engine, 0);
                 break;
             }
-            drop(engine);
             let mut st = self.state();
             if st.queue.is_empty() {
                 st.idle_for = st.idle_for.max(kick);
                 self.idle.notify_all();
             }
         }
-        // The sink object is dropped with the GIL held.
-        Python::attach(|_| drop(sink));
+        // With the GIL: the sink is a Python object, and so may the engine's clock be.
+        lifecycle::attach(|_| drop((sink, engine)));
     }
 
     /// How long until something is due: `None` if it is due now.
-    fn until_due(&self) -> Result<Option<Duration>, Error> {
-        let engine = self.engine();
+    fn until_due(&self, engine: &SeriesEngine) -> Result<Option<Duration>, Error> {
         let due = engine.next_due();
         let now = engine.clock().now()?;
         if due <= now {
@@ -324,8 +355,64 @@ pub struct PyEventsV1Engine {
     shared: Arc<Shared>,
     /// The engine's clock, read here too so that making an event never waits for a sink call.
     clock: Arc<dyn Clock>,
-    sink: Mutex<Option<Py<PyAny>>>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    /// The sink and the series engine until `start` hands them to the engine thread.
+    unstarted: Mutex<Option<(Py<PyAny>, SeriesEngine)>>,
+    turns: Arc<GilTurns>,
+    /// What the sink raised that must reach a caller: `KeyboardInterrupt`, `SystemExit`.
+    failures: Arc<Failures>,
+    /// The asyncio loop of an async sink, once recording: a blocking wait on it would never end.
+    sink_loops: Py<PyList>,
+    /// The fork generation the engine was made in.
+    generation: u64,
+}
+
+impl Drop for PyEventsV1Engine {
+    fn drop(&mut self) {
+        if lifecycle::is_forked(self.generation) {
+            // Inherited through a fork: the engine thread stayed in the parent, maybe holding the state's
+            // lock, and what it guards may be half changed; the child leaves it be.
+            std::mem::forget(self.shared.clone());
+            return;
+        }
+        // Nobody can record any more: the engine thread writes what it holds, and ends.
+        self.begin_stop();
+    }
+}
+
+impl PyEventsV1Engine {
+    /// Raises when the engine was inherited through `os.fork()`, and for a call `blocking` that would wait
+    /// for the engine thread on that very thread (from the sink) or on the async sink's loop.
+    fn check_usable(&self, py: Python<'_>, blocking: Option<&str>) -> PyResult<()> {
+        // First, before any lock: a lock a parent thread held at the fork stays held in the child.
+        lifecycle::check_not_forked(self.generation, "EventsBroadcaster")?;
+        if let Some(what) = blocking {
+            if self.shared.on_worker() {
+                return Err(PyRuntimeError::new_err(format!("{what} called from the sink, on the engine thread")));
+            }
+            lifecycle::refuse_on_sink_loop(py, self.sink_loops.bind(py), &format!("{what}()"))?;
+        }
+        Ok(())
+    }
+
+    /// Stops taking events; the engine thread writes what it holds, and ends. Never waits.
+    fn begin_stop(&self) {
+        {
+            let mut st = self.shared.state();
+            st.stopping = true;
+            if !st.started {
+                st.finished = true;
+            }
+            self.shared.wake.notify_all();
+        }
+        // A sink never started is released here.
+        drop(self.unstarted.lock().unwrap_or_else(|p| p.into_inner()).take());
+    }
+
+    /// Waits up to `timeout`, interruptibly, for the engine thread to end.
+    fn wait_finished(&self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<bool> {
+        let shared = &*self.shared;
+        lifecycle::wait_until(py, timeout, |slice| shared.wait_while(slice, |st| !st.finished))
+    }
 }
 
 #[pymethods]
@@ -367,13 +454,14 @@ impl PyEventsV1Engine {
                 state: Mutex::new(State::default()),
                 wake: Condvar::new(),
                 idle: Condvar::new(),
-                engine: Mutex::new(engine),
                 real_clock,
-                turns: Arc::new(GilTurns::default()),
-                worker: Mutex::new(None),
+                worker: OnceLock::new(),
             }),
-            sink: Mutex::new(Some(sink.clone().unbind())),
-            thread: Mutex::new(None),
+            unstarted: Mutex::new(Some((sink.clone().unbind(), engine))),
+            turns: Arc::new(GilTurns::default()),
+            failures: Arc::default(),
+            sink_loops: PyList::empty(sink.py()).unbind(),
+            generation: lifecycle::generation(),
         })
     }
 
@@ -397,6 +485,7 @@ impl PyEventsV1Engine {
         reporting_instance: &str,
         want_event: bool,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.check_usable(py, None)?;
         let regarding = reference_of(regarding, None).map_err(|e| prefixed(py, "regarding", e))?;
         let related: Option<ObjectReference> = related
             .filter(|r| !r.is_none())
@@ -434,99 +523,128 @@ impl PyEventsV1Engine {
         // Behind: the engine thread has half a queue to catch up on.
         let behind = st.queue.len() >= MAX_QUEUED_EVENTS / 2;
         drop(st);
-        self.shared.turns.hand_over(py);
+        self.turns.hand_over(py);
         if behind {
             // Its thread may be waiting for a CPU rather than the GIL.
-            py.detach(std::thread::yield_now);
+            lifecycle::detach(py, std::thread::yield_now);
         }
         Ok(out)
     }
 
     /// Starts the engine thread: events recorded from now on reach the sink.
     fn start(&self, py: Python<'_>) -> PyResult<()> {
+        self.check_usable(py, None)?;
         let mut st = self.shared.state();
-        if st.started || st.stopping {
-            return Err(PyRuntimeError::new_err(if st.stopping {
-                "the broadcaster is shut down"
-            } else {
-                "the broadcaster is already recording to its sink"
-            }));
+        let shut_down = || PyRuntimeError::new_err("the broadcaster is shut down");
+        if st.stopping {
+            return Err(shut_down());
         }
-        let mut slot = self.sink.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(obj) = slot.as_ref() else { return Err(PyRuntimeError::new_err("the broadcaster is shut down")) };
+        if st.started {
+            return Err(PyRuntimeError::new_err("the broadcaster is already recording to its sink"));
+        }
+        let mut slot = self.unstarted.lock().unwrap_or_else(|p| p.into_inner());
+        let (obj, engine) = slot.take().ok_or_else(shut_down)?;
         // Made here, so that an async sink runs on the loop running now.
-        let sink = PySinkV1::new(obj.bind(py), self.shared.turns.clone())?;
-        slot.take();
+        let sink = match PySinkV1::new(obj.bind(py), self.turns.clone(), self.failures.clone()) {
+            Ok(sink) => sink,
+            Err(e) => {
+                *slot = Some((obj, engine));
+                return Err(e);
+            }
+        };
         drop(slot);
-        st.started = true;
-        drop(st);
+        if let Some(l) = sink.caller.event_loop(py) {
+            self.sink_loops.bind(py).append(l)?;
+        }
         let shared = self.shared.clone();
-        let handle = std::thread::Builder::new()
-            .name("kubevents-events-v1".into())
-            .spawn(move || {
-                *shared.worker.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::thread::current().id());
-                shared.run(sink)
-            })
-            .map_err(|e| PyRuntimeError::new_err(format!("cannot start the engine thread: {e}")))?;
-        *self.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+        let spawned = crate::threads::spawn("events-v1", move || {
+            let _ = shared.worker.set(std::thread::current().id());
+            let _finish = Finish(&shared);
+            shared.run(engine, sink);
+        });
+        if let Err(e) = spawned {
+            // The sink and the engine went with the thread that did not start.
+            st.stopping = true;
+            st.finished = true;
+            return Err(e.into());
+        }
+        st.started = true;
         Ok(())
     }
 
+    /// Raises `RuntimeError` when the engine was created before `os.fork()` (its thread is not in this
+    /// process) and, for a blocking call named `blocking`, when that call is made from the sink, on the engine
+    /// thread, or on the asyncio loop of an async sink, which the wait would stall.
+    #[pyo3(signature = (blocking=None))]
+    fn check(&self, py: Python<'_>, blocking: Option<&str>) -> PyResult<()> {
+        self.check_usable(py, blocking)
+    }
+
     /// Waits until the engine thread has handled every queued event and everything due at the clock's
-    /// present (retries, rounds). Returns False if `timeout` (seconds) ran out first.
+    /// present (retries, rounds). Returns False if `timeout` (seconds) ran out first. Ctrl-C interrupts the
+    /// wait; a `KeyboardInterrupt` or `SystemExit` the sink raised is raised here.
     #[pyo3(signature = (timeout=None))]
     fn wait_idle(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        self.check_usable(py, Some("wait_idle"))?;
         let timeout = timeout_arg(timeout)?;
-        if self.shared.on_worker() {
-            return Err(PyRuntimeError::new_err("wait_idle called from the sink, on the engine thread"));
-        }
-        let shared = self.shared.clone();
-        Ok(py.detach(move || {
-            let mut st = shared.state();
-            if !st.started || st.finished {
-                return true;
+        let kick = {
+            let mut st = self.shared.state();
+            if st.started && !st.finished {
+                st.kicks += 1;
+                self.shared.wake.notify_all();
+                Some(st.kicks)
+            } else {
+                None
             }
-            st.kicks += 1;
-            let kick = st.kicks;
-            shared.wake.notify_all();
-            shared.wait_while(st, timeout, |st| st.idle_for < kick && !st.finished)
-        }))
+        };
+        let shared = &*self.shared;
+        let idle = match kick {
+            Some(kick) => {
+                lifecycle::wait_until(py, timeout, |slice| shared.wait_while(slice, |st| st.idle_for < kick))?
+            }
+            None => true,
+        };
+        self.failures.take_interrupt()?;
+        Ok(idle)
     }
 
     /// Stops taking events, records the queued ones, gives every pending retry one last attempt and writes
     /// the final count of every live series, then ends the engine thread. Returns False if `timeout`
-    /// (seconds) ran out first; the thread then finishes in the background.
+    /// (seconds) ran out first; the thread then finishes in the background. Any number of callers may wait
+    /// at once; Ctrl-C interrupts the wait; a `KeyboardInterrupt` or `SystemExit` the sink raised is raised
+    /// here.
     #[pyo3(signature = (timeout=None))]
     fn shutdown(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        self.check_usable(py, Some("shutdown"))?;
         let timeout = timeout_arg(timeout)?;
-        if self.shared.on_worker() {
-            return Err(PyRuntimeError::new_err("shutdown called from the sink, on the engine thread"));
-        }
-        {
-            let mut st = self.shared.state();
-            st.stopping = true;
-            if !st.started {
-                st.finished = true;
-            }
-            self.shared.wake.notify_all();
-        }
-        // A sink never started is released here.
-        drop(self.sink.lock().unwrap_or_else(|p| p.into_inner()).take());
-        let shared = self.shared.clone();
-        let finished = py.detach(move || shared.wait_while(shared.state(), timeout, |st| !st.finished));
-        if finished {
-            if let Some(h) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                py.detach(|| h.join()).map_err(|_| PyRuntimeError::new_err("the engine thread failed"))?;
-            }
+        self.begin_stop();
+        let finished = self.wait_finished(py, timeout)?;
+        self.failures.take_interrupt()?;
+        if finished && self.shared.state().failed {
+            return Err(PyRuntimeError::new_err("the engine thread failed"));
         }
         Ok(finished)
     }
 
-    /// Counters: what the series cache decided, what the sink did, what was dropped.
-    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        // Without the GIL: the engine thread may hold the engine while an async sink call waits for it.
-        let s = py.detach(|| self.shared.engine().stats());
+    /// For the exit hook: stops, waits up to `timeout` seconds for the engine thread without raising, and
+    /// answers how many events or writes it had not made (queued, under way, waiting for a retry).
+    fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> u64 {
+        self.begin_stop();
+        let wait = Duration::try_from_secs_f64(timeout).unwrap_or_default();
+        let shared = &*self.shared;
+        lifecycle::detach(py, || shared.wait_while(wait, |st| !st.finished));
         let st = self.shared.state();
+        st.queue.len() as u64 + st.in_hand + st.engine.pending_retries
+    }
+
+    /// Counters: what the series cache decided, what the sink did, what was dropped. Never waits for the
+    /// engine thread: its counters are as of its last write.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.check_usable(py, None)?;
+        let (s, queued, dropped, truncated, last_error) = {
+            let st = self.shared.state();
+            (st.engine, st.queue.len() as u64, st.dropped, st.truncated, st.last_error.clone())
+        };
         let d = PyDict::new(py);
         let c = s.cache;
         for (k, v) in [
@@ -548,13 +666,13 @@ impl PyEventsV1Engine {
             ("refresh_rounds", s.refresh_rounds),
             ("pending_retries", s.pending_retries),
             ("cache_len", s.cache_len),
-            ("queued", st.queue.len() as u64),
-            ("dropped", st.dropped),
-            ("truncated_notes", st.truncated),
+            ("queued", queued),
+            ("dropped", dropped),
+            ("truncated_notes", truncated),
         ] {
             d.set_item(k, v)?;
         }
-        d.set_item("last_error", st.last_error.clone())?;
+        d.set_item("last_error", last_error)?;
         Ok(d)
     }
 }

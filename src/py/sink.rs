@@ -92,6 +92,7 @@ impl Failures {
         if !self.logged.lock().unwrap_or_else(|p| p.into_inner()).insert(place) {
             return None;
         }
+        // Type, value and traceback apart: before Python 3.12 the value alone may not carry its traceback.
         let lines = py
             .import(intern!(py, "traceback"))
             .and_then(|m| {
