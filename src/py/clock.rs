@@ -90,12 +90,13 @@ pub fn to_datetime<'py>(py: Python<'py>, t: Time) -> PyResult<Bound<'py, PyDateT
     PyDateTime::new(py, y as i32, mo as u8, d as u8, h as u8, mi as u8, s as u8, ns / 1000, Some(&utc))
 }
 
-/// A clock that is a Python object: `now()` is called with the GIL taken.
+/// A clock that is a Python object: `now()` is called with the GIL taken, through the exit gate (native
+/// threads read it too).
 struct PyObjectClock(Py<PyAny>);
 
 impl Clock for PyObjectClock {
     fn now(&self) -> Result<Time, Error> {
-        Python::attach(|py| {
+        super::lifecycle::attach(|py| {
             let v = self.0.bind(py).call_method0("now")?;
             to_time(&v, "clock.now()")
         })
