@@ -12,7 +12,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion};
 use kubevents::clock::FakeClock;
 use kubevents::error::Error;
-use kubevents::pleg::generic::Inspection;
+use kubevents::pleg::generic::{Abort, Inspection};
 use kubevents::pleg::pod::BasicStatus;
 use kubevents::pleg::{
     diff_into, Container, ContainerState, EventChannel, GenericPleg, PlegOptions, Pod, PodCache, Runtime,
@@ -77,9 +77,9 @@ impl Runtime for Alternating {
         let f = self.flip.fetch_xor(true, Ordering::Relaxed);
         Ok(self.lists[usize::from(f)].clone())
     }
-    fn get_pod_status(&self, pod: &Pod) -> Inspection<BasicStatus, String> {
+    fn get_pod_status(&self, pod: &Pod) -> Result<Inspection<BasicStatus, String>, Abort> {
         let status = BasicStatus { id: pod.id.clone(), ips: vec!["10.0.0.1".into()], ..BasicStatus::default() };
-        Inspection { status: Some(status), err: None, invalid: None }
+        Ok(Inspection { status: Some(status), err: None, invalid: None })
     }
     fn timeout_error(&self, _: &Pod, _: Duration, _: bool) -> String {
         "timeout".into()

@@ -587,7 +587,11 @@ def diff(old_pod: _PodLike | None, new_pod: _PodLike | None) -> list[PodLifecycl
 
 @final
 class PodCache:
-    """The kubelet's pod status cache. ``evented=True`` rejects ``set`` calls older than the stored entry."""
+    """The kubelet's pod status cache. ``evented=True`` rejects ``set`` calls older than the stored entry.
+
+    Made before ``os.fork()``, it raises ``RuntimeError`` when used in the child (as do ``EventChannel``,
+    ``GenericPLEG`` and ``EventedPLEG``).
+    """
 
     def __new__(cls, *, evented: bool = False) -> Self: ...
     @property
@@ -619,7 +623,7 @@ class PodCache:
         self, uid: str, t: _TimeLike, timeout: _DurationLike | None = None
     ) -> tuple[_Status | None, BaseException | None]:
         """Blocks (GIL released) until the pod's data or the global timestamp is newer than ``t``; raises
-        ``TimeoutError`` after ``timeout``."""
+        ``TimeoutError`` after ``timeout``. Ctrl-C interrupts the wait."""
     def get_newer_than_async(self, uid: str, t: _TimeLike) -> Awaitable[tuple[_Status | None, BaseException | None]]:
         """The awaitable form of ``get_newer_than``."""
 
@@ -629,7 +633,7 @@ class EventChannel:
 
     def __new__(cls, capacity: int = 1000) -> Self: ...
     def recv(self, timeout: _DurationLike | None = None) -> PodLifecycleEvent | None:
-        """The next event; None after ``timeout`` or when closed and empty."""
+        """The next event; None after ``timeout`` or when closed and empty. Ctrl-C interrupts the wait."""
     def try_recv(self) -> PodLifecycleEvent | None:
         """The next buffered event, or None."""
     def drain(self) -> list[PodLifecycleEvent]:
@@ -699,22 +703,28 @@ class GenericPLEG:
         on_demand_relist: bool = False,
     ) -> Self: ...
     def relist(self) -> None:
-        """One relist; raises what ``get_pods()`` raised, or afterwards a malformed status or failing condition."""
+        """One relist; raises what ``get_pods()`` raised, or afterwards a malformed status or failing condition.
+        A ``KeyboardInterrupt`` or ``SystemExit`` from the runtime or a condition, or Ctrl-C while it waits for
+        the loop's relist or inspection threads, stops the relist and is raised."""
     def watch(self) -> EventChannel:
         """The event channel."""
     def start(self) -> None:
         """Relists now and ``relist_period`` after each relist, on the clock, in a background thread; with
-        ``on_demand_relist``, serves relist requests in between."""
-    def stop(self) -> None:
-        """Stops the loop, waiting for a relist in progress."""
+        ``on_demand_relist``, serves relist requests in between. ``RuntimeError`` while a loop told to stop
+        has not ended yet."""
+    def stop(self, timeout: _DurationLike | None = None) -> None:
+        """Stops the loop, waiting for a relist in progress: ``TimeoutError`` after ``timeout`` (the loop then
+        ends when the runtime call returns); Ctrl-C interrupts the wait. Raises, once, the
+        ``KeyboardInterrupt`` or ``SystemExit`` that stopped the loop."""
     @property
     def running(self) -> bool:
-        """Whether the loop runs."""
+        """Whether the loop runs (started, not stopped, not ended by a ``KeyboardInterrupt`` or ``SystemExit``)."""
     @property
     def next_relist_at(self) -> datetime | None:
         """When the loop's next relist is due; None while relisting or stopped."""
     def healthy(self) -> tuple[bool, str | None]:
-        """``(True, None)`` or ``(False, message)`` with the kubelet's message."""
+        """``(True, None)`` or ``(False, message)`` with the kubelet's message. Raises, once, the
+        ``KeyboardInterrupt`` or ``SystemExit`` that stopped the loop."""
     def set_pod_watch_condition(self, uid: str, key: str, condition: Callable[[_Status], object]) -> None:
         """A condition on the pod's fresh status; when true it is removed and one ConditionMet is sent."""
     def watch_conditions(self, uid: str) -> dict[str, int] | None:
@@ -749,6 +759,7 @@ class GenericPLEG:
     def stats(self) -> _PlegStats:
         """Counters: relists, durations on the clock (seconds), events sent and dropped, inspections,
         on-demand pod relists and relist requests."""
+    def _exit_flush(self, timeout: float) -> tuple[str, int]: ...
 
 class _EventedStats(TypedDict):
     events_received: int
@@ -782,14 +793,16 @@ class EventedPLEG:
     def start(self) -> None:
         """Marks evented in use; starts the cache tick and, with a runtime service, the event stream."""
     def stop(self) -> None:
-        """No longer in use; the loops end."""
+        """No longer in use; the loops end (without waiting). Raises, once, the ``KeyboardInterrupt`` or
+        ``SystemExit`` that stopped the event stream."""
     @property
     def in_use(self) -> bool:
         """Whether it is started (the generic PLEG then stores status timestamps)."""
     def process_events(self, events: Iterable[Mapping[str, Any]]) -> int:
         """Processes CRI event dicts; returns the number of lifecycle events sent."""
     def healthy(self) -> tuple[bool, str | None]:
-        """``(True, None)`` unless the event channel is full."""
+        """``(True, None)`` unless the event channel is full. Raises, once, the ``KeyboardInterrupt`` or
+        ``SystemExit`` that stopped the event stream."""
     def watch(self) -> EventChannel:
         """The shared event channel."""
     def relist(self) -> None:
@@ -805,6 +818,7 @@ class EventedPLEG:
     def stats(self) -> _EventedStats:
         """Counters: events received, ignored, rejected, sent; stream failures; whether it fell back; the
         running-pod count moved by each event's sandbox state (``kubelet_running_pods``)."""
+    def _exit_flush(self, timeout: float) -> tuple[str, int]: ...
 
 # --- Tuning lab ---------------------------------------------------------------------------------------------
 

@@ -87,6 +87,25 @@ Differences of the on-demand relist from the kubelet: requests are stamped with 
 ``time.Now()`` against a relist time read from its clock, the same clock in a kubelet); the listing's time
 (Go's ``pod.Timestamp``, set by the runtime) is the clock just before ``get_pod``; a ``get_pod`` answer for
 another pod raises ``ValueError`` (Go would file it under that pod).
+
+Exit, fork and interrupts (see also ``kubevents._lifecycle``):
+
+* A PLEG left running at exit is stopped by the exit hook, which waits for a runtime call in progress
+  within ``kubevents.set_exit_timeout``'s limit. Its threads then stop touching Python, and the interpreter
+  exits cleanly around them.
+* ``GenericPLEG.stop(timeout=None)`` waits for the relist in progress; after ``timeout`` seconds it raises
+  ``TimeoutError`` and the loop ends when the runtime call returns. Until then ``start()`` raises
+  ``RuntimeError``. Ctrl-C interrupts ``stop()``, ``relist()`` waiting for the loop's relist or for
+  inspection threads, ``EventChannel.recv`` and iteration, and ``PodCache.get_newer_than``.
+* Only an ``Exception`` raised by ``get_pod_status`` is the pod's inspection error. A ``KeyboardInterrupt``
+  or ``SystemExit`` raised by the runtime (``get_pods``, ``get_pod_status``, ``get_pod``) or a watch condition
+  stops the relist where it is; the pods not reached keep their changes for the next relist. ``relist()`` and
+  ``loop_iteration()`` raise it. In the loop started by ``start()`` it ends the loop, is logged at ERROR on
+  the ``kubevents`` logger, and the next ``stop()`` or ``healthy()`` raises it, once. In the CRI event stream
+  it stops the ``EventedPLEG`` (without a fall-back), whose ``stop()`` or ``healthy()`` raises it.
+* After ``os.fork()`` the child has none of the parent's threads, and locks they held stay held: a
+  ``GenericPLEG``, ``EventedPLEG``, ``PodCache`` or ``EventChannel`` made before the fork raises
+  ``RuntimeError`` on every use in the child (its ``repr`` says so), and dropping it there leaves it be.
 """
 
 from collections.abc import Callable, Mapping

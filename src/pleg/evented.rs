@@ -3,10 +3,12 @@
 //! shared event channel. While it is in use the generic relist slows to 300 s (threshold 10 min); after
 //! `max_stream_retries` stream failures it stops and the generic PLEG goes back to 1 s / 3 min.
 
+use std::io::ErrorKind;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use super::generic::{GenericPleg, RelistDuration, Runtime, RELIST_PERIOD, RELIST_THRESHOLD};
+use super::generic::{is_abort, GenericPleg, RelistDuration, Runtime, SetOnDrop, RELIST_PERIOD, RELIST_THRESHOLD};
 use super::pod::{EventType, PodLifecycleEvent, StatusView};
 use crate::clock::StopSignal;
 use crate::error::Error;
@@ -76,7 +78,7 @@ impl Default for EventedOptions {
 }
 
 /// Where CRI events come from: `stream` feeds `sink` until the stream ends or fails. `sink` returns false when
-/// the evented PLEG was stopped and no more events are wanted.
+/// the evented PLEG was stopped and no more events are wanted. An `Abort` error ends the stream loop for good.
 pub trait EventSource<S>: Send + Sync + 'static {
     fn stream(&self, sink: &mut dyn FnMut(CriEvent<S>) -> bool) -> Result<(), Error>;
 }
@@ -113,7 +115,12 @@ pub struct EventedPleg<R: Runtime> {
     options: EventedOptions,
     counters: Counters,
     stop: Mutex<Option<Arc<StopSignal>>>,
-    last_error: Mutex<Option<String>>,
+    /// Set by each thread started so far when it ends.
+    ended: Mutex<Vec<Arc<StopSignal>>>,
+    /// Errors, not text: formatting one from Python takes the GIL, which the stream's thread must not.
+    last_error: Mutex<Option<Arc<Error>>>,
+    /// The `Abort` that ended the stream loop, until `take_abort`.
+    aborted: Mutex<Option<Arc<Error>>>,
 }
 
 impl<R: Runtime> EventedPleg<R> {
@@ -136,7 +143,9 @@ impl<R: Runtime> EventedPleg<R> {
             options,
             counters: Counters::default(),
             stop: Mutex::new(None),
+            ended: Mutex::default(),
             last_error: Mutex::new(None),
+            aborted: Mutex::new(None),
         })
     }
 
@@ -162,8 +171,14 @@ impl<R: Runtime> EventedPleg<R> {
         }
     }
 
+    /// The last stream error, formatted now (with the GIL held when it came from Python).
     pub fn last_error(&self) -> Option<String> {
-        lock(&self.last_error).clone()
+        lock(&self.last_error).as_ref().map(|e| e.to_string())
+    }
+
+    /// The `Abort` that ended the stream loop, once.
+    pub fn take_abort(&self) -> Option<Arc<Error>> {
+        lock(&self.aborted).take()
     }
 
     /// `Healthy`: unhealthy only while the event channel is full.
@@ -241,14 +256,33 @@ impl<R: Runtime> EventedPleg<R> {
             self.generic.set_evented_in_use(false);
             e
         };
-        let (me, s) = (self.clone(), stop.clone());
-        crate::threads::spawn("pleg-cache-tick", move || me.cache_tick(&s)).map_err(undo)?;
+        let mut ended = lock(&self.ended);
+        ended.retain(|e| !e.is_stopped());
+        let (me, s, e) = (self.clone(), stop.clone(), Arc::new(StopSignal::default()));
+        ended.push(e.clone());
+        crate::threads::spawn("pleg-cache-tick", move || {
+            let _ended = SetOnDrop(e);
+            me.cache_tick(&s)
+        })
+        .map_err(undo)?;
         if let Some(src) = source {
-            let (me, s) = (self.clone(), stop.clone());
-            crate::threads::spawn("pleg-events", move || me.watch_events(src.as_ref(), &s)).map_err(undo)?;
+            let (me, s, e) = (self.clone(), stop.clone(), Arc::new(StopSignal::default()));
+            ended.push(e.clone());
+            crate::threads::spawn("pleg-events", move || {
+                let _ended = SetOnDrop(e);
+                me.watch_events(src.as_ref(), &s)
+            })
+            .map_err(undo)?;
         }
         *guard = Some(stop);
         Ok(())
+    }
+
+    /// Waits up to `timeout` for every thread started so far to end (after `stop`); true once they have.
+    pub fn wait_stopped(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let ended = lock(&self.ended).clone();
+        ended.iter().all(|e| e.wait(deadline.saturating_duration_since(Instant::now())))
     }
 
     /// `Stop`: no longer in use; the loops end (a stream blocked in the source ends at its next event).
@@ -299,13 +333,32 @@ impl<R: Runtime> EventedPleg<R> {
             }
             attempts += 1;
             self.counters.failures.fetch_add(1, Ordering::Relaxed);
-            *lock(&self.last_error) =
-                Some(result.err().map_or_else(|| "container event stream closed".to_owned(), |e| e.to_string()));
+            let closed = || Error::Io(std::io::Error::new(ErrorKind::UnexpectedEof, "container event stream closed"));
+            if self.keep_error(result.err().unwrap_or_else(closed)) {
+                return;
+            }
             // Bring the cache and the running counts up to date while the stream is down.
             if let Err(e) = self.generic.relist() {
-                *lock(&self.last_error) = Some(e.to_string());
+                if self.keep_error(e) {
+                    return;
+                }
             }
         }
+    }
+
+    /// Keeps `e` as the last error; an `Abort` also stops the evented PLEG, is kept for `take_abort` and
+    /// answers true.
+    fn keep_error(&self, e: Error) -> bool {
+        if !is_abort(&e) {
+            *lock(&self.last_error) = Some(Arc::new(e));
+            return false;
+        }
+        self.generic.runtime().loop_aborted("EventedPLEG event stream", &e);
+        let e = Arc::new(e);
+        *lock(&self.last_error) = Some(e.clone());
+        *lock(&self.aborted) = Some(e);
+        self.stop();
+        true
     }
 
     fn fall_back(&self) {
@@ -315,7 +368,7 @@ impl<R: Runtime> EventedPleg<R> {
         self.generic.update(self.options.fallback);
         if was_running {
             if let Err(e) = self.generic.start() {
-                *lock(&self.last_error) = Some(e.to_string());
+                *lock(&self.last_error) = Some(Arc::new(e));
             }
         }
         // Last, so whoever sees the flag sees the generic PLEG restarted.

@@ -11,6 +11,7 @@
 //! random map order.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -49,14 +50,47 @@ pub struct Inspection<S, E> {
     pub invalid: Option<Error>,
 }
 
+/// An error that is no failure of the runtime but a request to stop (Python's `KeyboardInterrupt` and
+/// `SystemExit`): it ends the relist at once and is returned by it, never stored as a pod's inspection error;
+/// it ends the relist loop, which keeps it for `take_abort`. Carried as `Error::External`.
+#[derive(Debug)]
+pub struct Abort(pub Error);
+
+impl Abort {
+    pub fn into_error(self) -> Error {
+        Error::External(Box::new(self))
+    }
+}
+
+impl std::fmt::Display for Abort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Abort {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// Whether `e` is an `Abort`.
+pub fn is_abort(e: &Error) -> bool {
+    matches!(e, Error::External(b) if b.is::<Abort>())
+}
+
+/// How often a relist waiting for another thread (the relist lock, parallel inspections) asks
+/// `Runtime::check_interrupt` whether to give up.
+pub const INTERRUPT_CHECK: Duration = Duration::from_millis(50);
+
 /// The container runtime as the PLEG uses it.
 pub trait Runtime: Send + Sync + 'static {
     type Status: StatusView;
     type Error: Clone + Send + Sync + 'static;
     /// `GetPods(ctx, all=true)`. An error means nothing changes in this relist.
     fn get_pods(&self) -> Result<Vec<Arc<Pod>>, Error>;
-    /// `GetPodStatus`.
-    fn get_pod_status(&self, pod: &Pod) -> Inspection<Self::Status, Self::Error>;
+    /// `GetPodStatus`. A failed inspection is `Inspection::err`; an `Abort` ends the relist.
+    fn get_pod_status(&self, pod: &Pod) -> Result<Inspection<Self::Status, Self::Error>, Abort>;
     /// `GetPod`, for the on-demand relist: one pod's listing, None when the runtime has nothing of the pod. An
     /// error leaves the pod to the next global relist. By default the pod is picked out of a full listing.
     fn get_pod(&self, uid: &str) -> Result<Option<Arc<Pod>>, Error> {
@@ -64,6 +98,13 @@ pub trait Runtime: Send + Sync + 'static {
     }
     /// The error stored for a pod whose inspection was given up on.
     fn timeout_error(&self, pod: &Pod, after: Duration, still_running: bool) -> Self::Error;
+    /// Asked every `INTERRUPT_CHECK` while a relist waits for another thread: an `Abort` (Ctrl-C on the
+    /// caller's thread) ends the wait and the relist.
+    fn check_interrupt(&self) -> Result<(), Abort> {
+        Ok(())
+    }
+    /// Told on the loop's thread when an `Abort` ended a loop (`what` names it), before the loop returns.
+    fn loop_aborted(&self, _what: &str, _err: &Error) {}
 }
 
 /// `WatchCondition`: true when met. An error counts as not met and is reported after the relist.
@@ -187,6 +228,9 @@ struct Inspected<S, E> {
     at: Time,
 }
 
+/// What a relist got for one pod of its work: None when it has no pod (deleted) or a worker died.
+type Results<S, E> = Vec<Option<Inspected<S, E>>>;
+
 thread_local! {
     /// The PLEGs (by runtime address) whose relist this thread is working for.
     static SERVING: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -293,6 +337,74 @@ impl RelistQueue {
     }
 }
 
+/// The relist lock around the relist state. A relist holds it throughout, runtime calls included, so taking
+/// it can wait long: the wait gives up when `interrupted` says so, asked every `INTERRUPT_CHECK`.
+#[derive(Default)]
+struct RelistLock<T> {
+    busy: Mutex<bool>,
+    freed: Condvar,
+    data: Mutex<T>,
+}
+
+struct Held<'a, T> {
+    lock: &'a RelistLock<T>,
+    data: MutexGuard<'a, T>,
+}
+
+impl<T> RelistLock<T> {
+    fn lock(&self, mut interrupted: impl FnMut() -> Result<(), Error>) -> Result<Held<'_, T>, Error> {
+        let mut busy = lock(&self.busy);
+        while *busy {
+            busy = self.freed.wait_timeout(busy, INTERRUPT_CHECK).unwrap_or_else(|e| e.into_inner()).0;
+            if *busy {
+                // Without the lock: the check may wait for the GIL.
+                drop(busy);
+                interrupted()?;
+                busy = lock(&self.busy);
+            }
+        }
+        *busy = true;
+        drop(busy);
+        Ok(Held { lock: self, data: lock(&self.data) })
+    }
+}
+
+impl<T> Drop for Held<'_, T> {
+    fn drop(&mut self) {
+        *lock(&self.lock.busy) = false;
+        self.lock.freed.notify_one();
+    }
+}
+
+impl<T> Deref for Held<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.data
+    }
+}
+
+impl<T> DerefMut for Held<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.data
+    }
+}
+
+/// The relist loop's thread: `stop` tells it to end, `ended` is set once it has.
+struct Worker {
+    stop: Arc<StopSignal>,
+    ended: Arc<StopSignal>,
+    handle: JoinHandle<()>,
+}
+
+/// Sets its signal when dropped: at the end of a thread, panic or not.
+pub(crate) struct SetOnDrop(pub(crate) Arc<StopSignal>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
 /// What one pass of the relist loop did (`workerLoopIteration`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LoopStep {
@@ -311,7 +423,7 @@ pub struct GenericPleg<R: Runtime> {
     cache: Arc<PodCache<R::Status, R::Error>>,
     clock: Arc<dyn Clock>,
     channel: Arc<EventChannel>,
-    state: Mutex<RelistState>,
+    state: RelistLock<RelistState>,
     relist_time: Mutex<Option<Time>>,
     duration: Mutex<RelistDuration>,
     conditions: Mutex<Conditions<R::Status>>,
@@ -320,8 +432,11 @@ pub struct GenericPleg<R: Runtime> {
     in_flight: Arc<Mutex<HashSet<String>>>,
     evented_gate: AtomicBool,
     evented_in_use: AtomicBool,
-    worker: Mutex<Option<(Arc<StopSignal>, JoinHandle<()>)>>,
-    last_error: Mutex<Option<String>>,
+    worker: Mutex<Option<Worker>>,
+    /// Kept as errors, not text: formatting one from Python takes the GIL, which the loop's thread must not.
+    last_error: Mutex<Option<Arc<Error>>>,
+    /// The `Abort` that ended the loop, until `take_abort`.
+    aborted: Mutex<Option<Arc<Error>>>,
     next_relist: Mutex<Option<Time>>,
     requests: RelistQueue,
     /// When the loop's global relist timer fires; None fires at once (Go's `NewTimer(0)` in `Start`).
@@ -354,7 +469,7 @@ impl<R: Runtime> GenericPleg<R> {
             cache,
             clock,
             channel,
-            state: Mutex::default(),
+            state: RelistLock::default(),
             relist_time: Mutex::new(None),
             duration: Mutex::new(options.duration),
             conditions: Mutex::default(),
@@ -365,10 +480,15 @@ impl<R: Runtime> GenericPleg<R> {
             evented_in_use: AtomicBool::new(false),
             worker: Mutex::new(None),
             last_error: Mutex::new(None),
+            aborted: Mutex::new(None),
             next_relist: Mutex::new(None),
             requests: RelistQueue::default(),
             relist_due: Mutex::new(None),
         })
+    }
+
+    pub fn runtime(&self) -> &R {
+        &self.runtime
     }
 
     pub fn cache(&self) -> &Arc<PodCache<R::Status, R::Error>> {
@@ -419,23 +539,30 @@ impl<R: Runtime> GenericPleg<R> {
         Arc::as_ptr(&self.runtime) as *const () as usize
     }
 
-    fn not_reentered(&self, what: &'static str) -> Result<(), Error> {
+    /// An error when called from a runtime call or watch condition of this PLEG's relist, which `what`
+    /// would wait for.
+    pub fn not_reentered(&self, what: &'static str) -> Result<(), Error> {
         if Serving::active(self.key()) {
             return Err(Error::External(Box::new(Reentered(what))));
         }
         Ok(())
     }
 
+    /// Takes the relist lock, waiting for a relist in progress unless `check_interrupt` says otherwise.
+    fn lock_state(&self) -> Result<Held<'_, RelistState>, Error> {
+        self.state.lock(|| self.runtime.check_interrupt().map_err(Abort::into_error))
+    }
+
     /// Pods queued for reinspection at the next relist.
     pub fn pods_to_reinspect(&self) -> Result<Vec<String>, Error> {
         self.not_reentered("pods_to_reinspect()")?;
-        Ok(lock(&self.state).reinspect.iter().cloned().collect())
+        Ok(self.lock_state()?.reinspect.iter().cloned().collect())
     }
 
     /// Queues a pod for reinspection (as the kubelet's tests poke `podsToReinspect`).
     pub fn request_reinspect(&self, uid: &str) -> Result<(), Error> {
         self.not_reentered("request_reinspect()")?;
-        lock(&self.state).reinspect.insert(uid.to_owned());
+        self.lock_state()?.reinspect.insert(uid.to_owned());
         Ok(())
     }
 
@@ -463,9 +590,15 @@ impl<R: Runtime> GenericPleg<R> {
         }
     }
 
-    /// The last error of a relist run by the loop (the kubelet logs these).
+    /// The last error of a relist run by the loop (the kubelet logs these), formatted now: with the GIL
+    /// held when it came from Python.
     pub fn last_error(&self) -> Option<String> {
-        lock(&self.last_error).clone()
+        lock(&self.last_error).as_ref().map(|e| e.to_string())
+    }
+
+    /// The `Abort` that ended the loop, once.
+    pub fn take_abort(&self) -> Option<Arc<Error>> {
+        lock(&self.aborted).take()
     }
 
     /// `Healthy`: unhealthy before the first successful relist, or when the last one started more than the
@@ -495,7 +628,7 @@ impl<R: Runtime> GenericPleg<R> {
     /// condition met on the way (the relist completed regardless).
     pub fn relist(&self) -> Result<(), Error> {
         self.not_reentered("relist()")?;
-        let mut st = lock(&self.state);
+        let mut st = self.lock_state()?;
         let _serving = Serving::enter(self.key());
         let timestamp = self.clock.now()?;
         inc(&self.counters.relists);
@@ -537,7 +670,9 @@ impl<R: Runtime> GenericPleg<R> {
 
         let (mut needs_reinspection, deferred) = self.inspect_and_commit(records, work);
         // After every pod is in the cache, so waiters never see a half-done relist as fresh.
-        self.cache.update_time(timestamp);
+        if !deferred.as_ref().is_some_and(is_abort) {
+            self.cache.update_time(timestamp);
+        }
         if era_c {
             pending.append(&mut needs_reinspection);
         } else {
@@ -581,7 +716,9 @@ impl<R: Runtime> GenericPleg<R> {
     }
 
     /// Inspects the pods of `work` and commits each in order; returns the pods to reinspect and the first
-    /// bad answer or failing condition.
+    /// bad answer or failing condition, or an `Abort`, which stops the relist at the first pod it left
+    /// without a result (the records of that pod and the later ones are not committed, so the next relist
+    /// finds their changes again; their reinspection requests are kept).
     fn inspect_and_commit(
         &self,
         records: &mut PodRecords,
@@ -589,16 +726,35 @@ impl<R: Runtime> GenericPleg<R> {
     ) -> (BTreeSet<String>, Option<Error>) {
         let mut needs_reinspection = BTreeSet::new();
         let mut deferred = None;
-        if self.options.inspect_concurrency > 1 || self.options.inspect_timeout.is_some() {
-            let mut results = self.inspect_parallel(&work);
-            for (w, r) in work.into_iter().zip(results.iter_mut()) {
-                self.commit(records, w, r.take(), &mut needs_reinspection, &mut deferred);
+        let parallel = self.options.inspect_concurrency > 1 || self.options.inspect_timeout.is_some();
+        let (mut results, mut abort) = if parallel { self.inspect_parallel(&work) } else { (Vec::new(), None) };
+        let mut work = work.into_iter().enumerate();
+        let mut unreached = None;
+        for (i, w) in work.by_ref() {
+            let r = if parallel {
+                results[i].take()
+            } else {
+                match w.pod.as_deref().map(|p| self.inspect(p)).transpose() {
+                    Ok(r) => r,
+                    Err(a) => {
+                        abort = Some(a.into_error());
+                        None
+                    }
+                }
+            };
+            if abort.is_some() && w.pod.is_some() && r.is_none() {
+                unreached = Some(w);
+                break;
             }
-        } else {
-            for w in work {
-                let r = w.pod.as_ref().map(|p| self.inspect(p));
-                self.commit(records, w, r, &mut needs_reinspection, &mut deferred);
+            if let Err(a) = self.commit(records, w, r, &mut needs_reinspection, &mut deferred) {
+                abort = Some(a);
+                break;
             }
+        }
+        if abort.is_some() {
+            let rest = unreached.into_iter().chain(work.map(|(_, w)| w));
+            needs_reinspection.extend(rest.filter(|w| w.reinspected).map(|w| w.pid));
+            return (needs_reinspection, abort);
         }
         (needs_reinspection, deferred)
     }
@@ -625,7 +781,7 @@ impl<R: Runtime> GenericPleg<R> {
     /// first bad answer or failing watch condition.
     fn relist_pod(&self, uid: &str) -> Result<(), Error> {
         self.not_reentered("relist_pod()")?;
-        let mut st = lock(&self.state);
+        let mut st = self.lock_state()?;
         let _serving = Serving::enter(self.key());
         // Go stamps the listing itself (`pod.Timestamp`); the clock before the call is that time here.
         let listed_at = self.clock.now()?;
@@ -653,7 +809,9 @@ impl<R: Runtime> GenericPleg<R> {
         let (mut needs_reinspection, deferred) = self.inspect_and_commit(records, work.into_iter().collect());
         reinspect.append(&mut needs_reinspection);
         // A pod found unchanged is not written, yet its waiters must learn it is fresh.
-        self.cache.set_observed_time(uid, listed_at);
+        if !deferred.as_ref().is_some_and(is_abort) {
+            self.cache.set_observed_time(uid, listed_at);
+        }
         deferred.map_or(Ok(()), Err)
     }
 
@@ -698,26 +856,27 @@ impl<R: Runtime> GenericPleg<R> {
         }
     }
 
-    fn inspect(&self, pod: &Pod) -> Inspected<R::Status, R::Error> {
+    fn inspect(&self, pod: &Pod) -> Result<Inspected<R::Status, R::Error>, Abort> {
         inc(&self.counters.inspections);
         let at = self.clock.now().unwrap_or_default();
-        Inspected { inspection: self.runtime.get_pod_status(pod), at }
+        Ok(Inspected { inspection: self.runtime.get_pod_status(pod)?, at })
     }
 
     /// Runs the inspections of one relist on up to `inspect_concurrency` threads. A call that outlives
     /// `inspect_timeout` is left running on its thread (a runtime call cannot be cancelled), its pod gets the
-    /// timeout error, and a fresh thread takes over the queue.
-    fn inspect_parallel(&self, work: &[Work<R::Status>]) -> Vec<Option<Inspected<R::Status, R::Error>>> {
+    /// timeout error, and a fresh thread takes over the queue. An `Abort` (from a call, or `check_interrupt`
+    /// while waiting) ends the wait: the results so far come with it, and no further call starts.
+    fn inspect_parallel(&self, work: &[Work<R::Status>]) -> (Results<R::Status, R::Error>, Option<Error>) {
         enum Msg<S, E> {
             Started(usize, Instant),
-            Done(usize, Inspected<S, E>),
+            Done(usize, Result<Inspected<S, E>, Abort>),
         }
-        let mut results: Vec<Option<Inspected<R::Status, R::Error>>> = work.iter().map(|_| None).collect();
+        let mut results: Results<R::Status, R::Error> = work.iter().map(|_| None).collect();
         let jobs: VecDeque<(usize, Arc<Pod>)> =
             work.iter().enumerate().filter_map(|(i, w)| w.pod.clone().map(|p| (i, p))).collect();
         let total = jobs.len();
         if total == 0 {
-            return results;
+            return (results, None);
         }
         let pods: Vec<Option<Arc<Pod>>> = work.iter().map(|w| w.pod.clone()).collect();
         let queue = Arc::new(Mutex::new(jobs));
@@ -735,7 +894,7 @@ impl<R: Runtime> GenericPleg<R> {
                         // The previous relist's call for this pod is still hung: do not pile another on it.
                         let err = runtime.timeout_error(&pod, Duration::ZERO, true);
                         let ins = Inspection { status: None, err: Some(err), invalid: None };
-                        if tx.send(Msg::Done(i, Inspected { inspection: ins, at })).is_err() {
+                        if tx.send(Msg::Done(i, Ok(Inspected { inspection: ins, at }))).is_err() {
                             return;
                         }
                         continue;
@@ -743,7 +902,8 @@ impl<R: Runtime> GenericPleg<R> {
                     let _ = tx.send(Msg::Started(i, Instant::now()));
                     let inspection = runtime.get_pod_status(&pod);
                     lock(&in_flight).remove(&pod.id);
-                    if tx.send(Msg::Done(i, Inspected { inspection, at })).is_err() {
+                    let done = inspection.map(|inspection| Inspected { inspection, at });
+                    if tx.send(Msg::Done(i, done)).is_err() {
                         return;
                     }
                 }
@@ -760,27 +920,34 @@ impl<R: Runtime> GenericPleg<R> {
         }
         let mut deadlines: HashMap<usize, Instant> = HashMap::new();
         let mut done = 0;
+        let mut abort = None;
         while done < total {
             let next = deadlines.values().min().copied();
-            let msg = match next {
-                Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
-                None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
-            };
-            match msg {
+            let wait =
+                next.map_or(INTERRUPT_CHECK, |d| d.saturating_duration_since(Instant::now()).min(INTERRUPT_CHECK));
+            match rx.recv_timeout(wait) {
                 Ok(Msg::Started(i, at)) => {
                     inc(&self.counters.inspections);
                     if let Some(t) = self.options.inspect_timeout {
                         deadlines.insert(i, at + t);
                     }
                 }
-                Ok(Msg::Done(i, ins)) => {
+                Ok(Msg::Done(i, Ok(ins))) => {
                     deadlines.remove(&i);
                     if results[i].is_none() {
                         results[i] = Some(ins);
                         done += 1;
                     }
                 }
+                Ok(Msg::Done(_, Err(a))) => {
+                    abort = Some(a);
+                    break;
+                }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if let Err(a) = self.runtime.check_interrupt() {
+                        abort = Some(a);
+                        break;
+                    }
                     let now = Instant::now();
                     let expired: Vec<usize> = deadlines.iter().filter(|(_, d)| **d <= now).map(|(i, _)| *i).collect();
                     for i in expired {
@@ -804,10 +971,14 @@ impl<R: Runtime> GenericPleg<R> {
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
         }
-        results
+        if abort.is_some() {
+            lock(&queue).clear();
+        }
+        (results, abort.map(Abort::into_error))
     }
 
     /// One pod's step of the relist after its inspection: cache write, watch conditions, record commit, sends.
+    /// A condition's `Abort` stops it before the record commit.
     fn commit(
         &self,
         records: &mut PodRecords,
@@ -815,7 +986,7 @@ impl<R: Runtime> GenericPleg<R> {
         inspected: Option<Inspected<R::Status, R::Error>>,
         needs_reinspection: &mut BTreeSet<String>,
         deferred: &mut Option<Error>,
-    ) {
+    ) -> Result<(), Error> {
         let (status, updated, failed) = match (w.pod.as_deref(), inspected) {
             // The pod is gone from the listing: it has no visible containers left.
             (None, _) => {
@@ -825,7 +996,7 @@ impl<R: Runtime> GenericPleg<R> {
             (Some(_), None) => {
                 // A worker died (a panic); treat the pod as failed so it is retried.
                 needs_reinspection.insert(w.pid);
-                return;
+                return Ok(());
             }
             (Some(pod), Some(ins)) => {
                 let Inspected { inspection: Inspection { status, err, invalid }, at } = ins;
@@ -850,10 +1021,10 @@ impl<R: Runtime> GenericPleg<R> {
         if failed {
             inc(&self.counters.inspection_errors);
             needs_reinspection.insert(w.pid);
-            return;
+            return Ok(());
         }
         if self.evented_gate.load(Ordering::Acquire) && !updated {
-            return;
+            return Ok(());
         }
         let mut events = w.events;
         if self.options.pod_sync_on_reinspect && w.reinspected && events.is_empty() {
@@ -866,6 +1037,7 @@ impl<R: Runtime> GenericPleg<R> {
                 match cond(s) {
                     Ok(true) => completed.push((key.as_str(), *version)),
                     Ok(false) => {}
+                    Err(e) if is_abort(&e) => return Err(e),
                     Err(e) => {
                         deferred.get_or_insert(e);
                     }
@@ -885,6 +1057,7 @@ impl<R: Runtime> GenericPleg<R> {
             }
             self.send(e);
         }
+        Ok(())
     }
 
     pub(crate) fn send(&self, e: PodLifecycleEvent) -> bool {
@@ -950,36 +1123,58 @@ impl<R: Runtime> GenericPleg<R> {
     }
 
     /// `Start`: relists now and then `relist_period` after each relist ends (`wait.Until`, sliding), on the
-    /// clock; with `on_demand_relist`, serves relist requests in between (`loop_iteration`).
-    pub fn start(self: &Arc<Self>) -> Result<(), Error> {
+    /// clock; with `on_demand_relist`, serves relist requests in between (`loop_iteration`). An `Abort` ends
+    /// the loop and is kept for `take_abort`. False, starting nothing, while a loop told to stop has not ended
+    /// (its runtime call has not returned); true when the loop runs.
+    pub fn start(self: &Arc<Self>) -> Result<bool, Error> {
         let mut worker = lock(&self.worker);
-        if worker.is_some() {
-            return Ok(());
+        if let Some(w) = worker.as_ref() {
+            if !w.stop.is_stopped() {
+                return Ok(true);
+            }
+            if !w.ended.is_stopped() {
+                return Ok(false);
+            }
+            if let Some(w) = worker.take() {
+                let _ = w.handle.join();
+            }
         }
         *lock(&self.relist_due) = None;
         let stop = Arc::new(StopSignal::default());
-        let (me, s) = (self.clone(), stop.clone());
-        let handle = crate::threads::spawn("pleg-relist", move || loop {
-            if s.is_stopped() {
-                return;
-            }
-            match me.loop_iteration() {
-                Ok(LoopStep::Idle) => {}
-                Ok(_) => continue,
-                Err(e) => *lock(&me.last_error) = Some(e.to_string()),
-            }
-            let due = *lock(&me.relist_due);
-            *lock(&me.next_relist) = due;
-            // After an error too, so that a clock that cannot be read ends the loop instead of spinning it.
-            let go_on =
-                me.requests.wait(&s, me.clock.as_ref(), due.unwrap_or(Time(i64::MIN)), !me.options.virtual_time);
-            *lock(&me.next_relist) = None;
-            if !go_on {
-                return;
+        let ended = Arc::new(StopSignal::default());
+        let (me, s, e) = (self.clone(), stop.clone(), ended.clone());
+        let handle = crate::threads::spawn("pleg-relist", move || {
+            let _ended = SetOnDrop(e);
+            loop {
+                if s.is_stopped() {
+                    return;
+                }
+                match me.loop_iteration() {
+                    Ok(LoopStep::Idle) => {}
+                    Ok(_) => continue,
+                    Err(e) if is_abort(&e) => {
+                        me.runtime.loop_aborted("GenericPLEG relist loop", &e);
+                        let e = Arc::new(e);
+                        *lock(&me.last_error) = Some(e.clone());
+                        *lock(&me.aborted) = Some(e);
+                        s.stop();
+                        return;
+                    }
+                    Err(e) => *lock(&me.last_error) = Some(Arc::new(e)),
+                }
+                let due = *lock(&me.relist_due);
+                *lock(&me.next_relist) = due;
+                // After an error too, so that a clock that cannot be read ends the loop instead of spinning it.
+                let go_on =
+                    me.requests.wait(&s, me.clock.as_ref(), due.unwrap_or(Time(i64::MIN)), !me.options.virtual_time);
+                *lock(&me.next_relist) = None;
+                if !go_on {
+                    return;
+                }
             }
         })?;
-        *worker = Some((stop, handle));
-        Ok(())
+        *worker = Some(Worker { stop, ended, handle });
+        Ok(true)
     }
 
     /// When the loop's next relist is due on the clock; None while it is relisting or not running. A test
@@ -990,23 +1185,42 @@ impl<R: Runtime> GenericPleg<R> {
 
     /// `Stop`: ends the loop and waits for a relist in progress to finish.
     pub fn stop(&self) {
-        let w = lock(&self.worker).take();
-        if let Some((stop, handle)) = w {
-            stop.stop();
-            self.requests.wake();
-            let _ = handle.join();
-        }
+        self.signal_stop();
+        self.wait_stopped(None);
     }
 
-    /// Ends the loop without waiting for it.
+    /// Tells the loop to end, without waiting for it.
     pub fn signal_stop(&self) {
-        if let Some((stop, _)) = lock(&self.worker).take() {
-            stop.stop();
+        if let Some(w) = lock(&self.worker).as_ref() {
+            w.stop.stop();
             self.requests.wake();
         }
     }
 
+    /// Waits up to `timeout` (None: for good) for a loop told to stop to end; true once it has (or when
+    /// there is none).
+    pub fn wait_stopped(&self, timeout: Option<Duration>) -> bool {
+        let Some(ended) = lock(&self.worker).as_ref().map(|w| w.ended.clone()) else { return true };
+        let done = match timeout {
+            Some(t) => ended.wait(t),
+            None => {
+                while !ended.wait(Duration::from_secs(3600)) {}
+                true
+            }
+        };
+        if done {
+            let mut worker = lock(&self.worker);
+            if worker.as_ref().is_some_and(|w| Arc::ptr_eq(&w.ended, &ended)) {
+                if let Some(w) = worker.take() {
+                    let _ = w.handle.join();
+                }
+            }
+        }
+        done
+    }
+
+    /// The loop runs and was not told to stop.
     pub fn running(&self) -> bool {
-        lock(&self.worker).is_some()
+        lock(&self.worker).as_ref().is_some_and(|w| !w.stop.is_stopped())
     }
 }

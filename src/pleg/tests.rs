@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::evented::{CriEvent, CriEventType, EventedOptions, EventedPleg};
-use super::generic::{GenericPleg, Inspection, LoopStep, PlegOptions, Runtime, RELIST_QUEUE_CAPACITY};
+use super::generic::{is_abort, Abort, GenericPleg, Inspection, LoopStep, PlegOptions, Runtime, RELIST_QUEUE_CAPACITY};
 use super::pod::{BasicStatus, Container, ContainerState, EventType, Pod, PodLifecycleEvent};
-use super::{EventChannel, PodCache};
+use super::{EventChannel, Lookup, PodCache};
 use crate::clock::FakeClock;
 use crate::error::Error;
 use crate::time::Time;
@@ -26,6 +26,12 @@ struct Fake {
     hang: Mutex<Vec<String>>,
     release: AtomicBool,
     ips: Mutex<Vec<String>>,
+    /// Pod ids whose inspection aborts (a `KeyboardInterrupt` in Python).
+    aborting: Mutex<Vec<String>>,
+    /// `check_interrupt` aborts (Ctrl-C on the caller's thread).
+    interrupt: AtomicBool,
+    /// What `loop_aborted` was told.
+    aborted_loops: Mutex<Vec<String>>,
 }
 
 impl Runtime for Arc<Fake> {
@@ -37,16 +43,28 @@ impl Runtime for Arc<Fake> {
         }
         Ok(self.pods.lock().unwrap().iter().cloned().map(Arc::new).collect())
     }
-    fn get_pod_status(&self, pod: &Pod) -> Inspection<BasicStatus, String> {
+    fn get_pod_status(&self, pod: &Pod) -> Result<Inspection<BasicStatus, String>, Abort> {
         while self.hang.lock().unwrap().contains(&pod.id) && !self.release.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(1));
         }
+        if self.aborting.lock().unwrap().contains(&pod.id) {
+            return Err(Abort(Error::Option(format!("interrupted at {}", pod.id))));
+        }
         let status = BasicStatus { id: pod.id.clone(), ips: self.ips.lock().unwrap().clone(), ..Default::default() };
         let err = self.failing.lock().unwrap().contains(&pod.id).then(|| "inspection error".to_owned());
-        Inspection { status: Some(status), err, invalid: None }
+        Ok(Inspection { status: Some(status), err, invalid: None })
     }
     fn timeout_error(&self, pod: &Pod, _after: Duration, _running: bool) -> String {
         format!("timeout {}", pod.id)
+    }
+    fn check_interrupt(&self) -> Result<(), Abort> {
+        if self.interrupt.load(Ordering::Relaxed) {
+            return Err(Abort(Error::Option("interrupted".into())));
+        }
+        Ok(())
+    }
+    fn loop_aborted(&self, what: &str, err: &Error) {
+        self.aborted_loops.lock().unwrap().push(format!("{what}: {err}"));
     }
 }
 
@@ -184,6 +202,90 @@ fn a_hung_inspection_does_not_stall_the_relist() {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(pleg.channel().drain(), [ev("a", ContainerStarted, "c")]);
+}
+
+#[test]
+fn an_abort_stops_the_relist_at_its_pod_and_is_returned() {
+    let (fake, clock, pleg) = new_pleg(PlegOptions::default(), false);
+    *fake.pods.lock().unwrap() =
+        vec![pod("a", &[("c", Running)]), pod("b", &[("c", Running)]), pod("c", &[("c", Running)])];
+    pleg.request_reinspect("c").unwrap();
+    fake.aborting.lock().unwrap().push("b".into());
+    clock.step(5);
+    let e = pleg.relist().unwrap_err();
+    assert!(is_abort(&e) && e.to_string() == "interrupted at b", "{e}");
+    // "a" is committed; "b" (not stored as an inspection error) and "c" are not, and the cache is not fresh.
+    assert_eq!(pleg.channel().drain(), [ev("a", ContainerStarted, "c")]);
+    assert!(matches!(pleg.cache().get("b"), Lookup::Missing));
+    assert_eq!(pleg.cache().timestamp(), None);
+    assert_eq!(pleg.pods_to_reinspect().unwrap(), ["c"]);
+    fake.aborting.lock().unwrap().clear();
+    pleg.relist().unwrap();
+    assert_eq!(pleg.channel().drain(), [ev("b", ContainerStarted, "c"), ev("c", ContainerStarted, "c")]);
+    assert_eq!(pleg.cache().timestamp(), Some(Time(5)));
+}
+
+#[test]
+fn an_abort_in_a_parallel_relist_stops_it_too() {
+    let options = PlegOptions { inspect_concurrency: 3, ..PlegOptions::default() };
+    let (fake, _, pleg) = new_pleg(options, false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)]), pod("b", &[("c", Running)])];
+    fake.aborting.lock().unwrap().push("a".into());
+    assert!(is_abort(&pleg.relist().unwrap_err()));
+    assert!(pleg.channel().drain().is_empty());
+    fake.aborting.lock().unwrap().clear();
+    pleg.relist().unwrap();
+    assert_eq!(pleg.channel().drain(), [ev("a", ContainerStarted, "c"), ev("b", ContainerStarted, "c")]);
+}
+
+#[test]
+fn an_abort_ends_the_loop_and_is_kept_once() {
+    let (fake, _, pleg) = new_pleg(PlegOptions { virtual_time: true, ..PlegOptions::default() }, false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
+    fake.aborting.lock().unwrap().push("a".into());
+    pleg.start().unwrap();
+    wait_until("the loop to end", || pleg.wait_stopped(Some(Duration::ZERO)));
+    assert!(!pleg.running());
+    assert_eq!(*fake.aborted_loops.lock().unwrap(), ["GenericPLEG relist loop: interrupted at a"]);
+    assert_eq!(pleg.last_error().as_deref(), Some("interrupted at a"));
+    assert!(pleg.take_abort().is_some_and(|e| is_abort(&e)));
+    assert!(pleg.take_abort().is_none());
+    pleg.stop();
+}
+
+#[test]
+fn a_wait_for_the_relist_lock_gives_up_when_interrupted() {
+    let (fake, _, pleg) = new_pleg(PlegOptions::default(), false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
+    fake.hang.lock().unwrap().push("a".into());
+    let p = pleg.clone();
+    let hung = std::thread::spawn(move || p.relist());
+    wait_until("the relist to call the runtime", || pleg.stats().inspections == 1);
+    fake.interrupt.store(true, Ordering::Relaxed);
+    assert!(is_abort(&pleg.relist().unwrap_err()));
+    assert!(is_abort(&pleg.pods_to_reinspect().unwrap_err()));
+    fake.interrupt.store(false, Ordering::Relaxed);
+    fake.release.store(true, Ordering::Relaxed);
+    hung.join().unwrap().unwrap();
+    assert_eq!(pleg.pods_to_reinspect().unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn a_stop_can_be_waited_for_a_while() {
+    let (fake, _, pleg) = new_pleg(PlegOptions { virtual_time: true, ..PlegOptions::default() }, false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
+    fake.hang.lock().unwrap().push("a".into());
+    pleg.start().unwrap();
+    wait_until("the relist to call the runtime", || pleg.stats().inspections == 1);
+    pleg.signal_stop();
+    assert!(!pleg.wait_stopped(Some(Duration::from_millis(10))));
+    assert!(!pleg.running());
+    assert!(!pleg.start().unwrap(), "not started while the stopped loop has not ended");
+    fake.release.store(true, Ordering::Relaxed);
+    assert!(pleg.wait_stopped(None));
+    assert!(pleg.start().unwrap() && pleg.running());
+    pleg.stop();
+    assert!(!pleg.running() && pleg.wait_stopped(Some(Duration::ZERO)));
 }
 
 #[test]

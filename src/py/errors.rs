@@ -16,7 +16,11 @@ impl From<Error> for PyErr {
             Error::Io(io) => PyErr::from(io),
             Error::External(inner) => match inner.downcast::<PyErr>() {
                 Ok(py_err) => *py_err,
-                Err(other) => PyRuntimeError::new_err(other.to_string()),
+                Err(other) => match other.downcast::<crate::pleg::generic::Abort>() {
+                    // A KeyboardInterrupt or SystemExit that stopped a PLEG's relist, raised as it was.
+                    Ok(abort) => PyErr::from(abort.0),
+                    Err(other) => PyRuntimeError::new_err(other.to_string()),
+                },
             },
             Error::Trace { line, source } => match *source {
                 // A Python error raised while iterating a trace keeps its class; only core errors get the line.

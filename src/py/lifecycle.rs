@@ -30,6 +30,8 @@ thread_local! {
     static COUNTED: Cell<bool> = const { Cell::new(false) };
     /// This thread closed the gate: it runs the interpreter's finalization.
     static CLOSER: Cell<bool> = const { Cell::new(false) };
+    /// This thread runs the closure of a `detach`.
+    static DETACHED: Cell<bool> = const { Cell::new(false) };
 }
 
 fn park_forever() -> ! {
@@ -93,7 +95,9 @@ pub fn detach<R: Send>(py: Python<'_>, f: impl Send + FnOnce() -> R) -> R {
         leave();
     }
     let r = py.detach(|| {
+        let was_detached = DETACHED.replace(true);
         let r = f();
+        DETACHED.set(was_detached);
         if !enter() {
             park_forever();
         }
@@ -182,6 +186,16 @@ pub fn wait_until(
             return Ok(false);
         }
     }
+}
+
+/// For a wait inside `detach` whose loop cannot use `wait_until` (it lives in the core): runs the signal
+/// handlers as `wait_until` does between slices, so Ctrl-C raises `KeyboardInterrupt`. Does nothing on a
+/// thread that is not inside `detach` (a native thread, which never runs them).
+pub fn check_signals() -> PyResult<()> {
+    if !DETACHED.get() {
+        return Ok(());
+    }
+    attach(|py| py.check_signals())
 }
 
 /// A `RuntimeError` when the calling thread runs one of `loops`, the asyncio loops of async sinks: a blocking

@@ -3,23 +3,50 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pyo3::exceptions::{PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyException, PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use super::clock::{clock_arg, is_real_clock, seconds_arg, timeout_arg, to_datetime, to_time};
 use super::convert::type_name;
 use super::errors::{external, int_opt};
+use super::lifecycle;
 use crate::error::Error;
 use crate::pleg::cache::{Lookup, Waiter};
 use crate::pleg::channel::Recv;
 use crate::pleg::evented::{CriEvent, CriEventType, EventSource, EventedOptions, EventedPleg};
-use crate::pleg::generic::{Condition, GenericPleg, Inspection, LoopStep, PlegOptions, RelistDuration, Runtime};
+use crate::pleg::generic::{Abort, Condition, GenericPleg, Inspection, LoopStep, PlegOptions, RelistDuration, Runtime};
 use crate::pleg::{Container, ContainerState, EventChannel, EventType, Pod, PodCache, PodLifecycleEvent, StatusView};
 use crate::time::{Time, NANOS_PER_SECOND};
 
-/// How long a blocking wait sleeps with the GIL released before it looks for Ctrl-C.
-const WAIT_SLICE: Duration = Duration::from_millis(100);
+/// An exception raised by the runtime, a watch condition or the event source, for the core: one that is not
+/// an `Exception` (`KeyboardInterrupt`, `SystemExit`) is an `Abort`, which stops the relist instead of being
+/// stored or logged.
+fn runtime_err(py: Python<'_>, e: PyErr) -> Error {
+    if e.is_instance_of::<PyException>(py) {
+        external(e)
+    } else {
+        Abort(external(e)).into_error()
+    }
+}
+
+/// The Python exception inside a core error (through an `Abort`), if it carries one.
+fn py_err_in(e: &Error) -> Option<&PyErr> {
+    let Error::External(b) = e else { return None };
+    match b.downcast_ref::<Abort>() {
+        Some(a) => py_err_in(&a.0),
+        None => b.downcast_ref::<PyErr>(),
+    }
+}
+
+/// A core error the core keeps (shared), raised again.
+fn raise_kept(py: Python<'_>, e: &Error) -> PyErr {
+    match py_err_in(e) {
+        Some(p) => p.clone_ref(py),
+        None => PyRuntimeError::new_err(e.to_string()),
+    }
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Pods
@@ -538,12 +565,14 @@ impl StatusView for PyStatus {
     }
     /// A shallow copy of the dict with the other IPs: the caller's dict is left alone.
     fn with_ips(&self, ips: Vec<String>) -> Self {
-        let obj = Python::attach(|py| -> PyResult<Py<PyAny>> {
-            let copy = self.0.obj.bind(py).cast::<PyDict>()?.copy()?;
-            copy.set_item("ips", PyList::new(py, &ips)?)?;
-            Ok(copy.into_any().unbind())
-        })
-        .unwrap_or_else(|_| Python::attach(|py| self.0.obj.clone_ref(py)));
+        let obj = lifecycle::attach(|py| {
+            let copy = || -> PyResult<Py<PyAny>> {
+                let d = self.0.obj.bind(py).cast::<PyDict>()?.copy()?;
+                d.set_item("ips", PyList::new(py, &ips)?)?;
+                Ok(d.into_any().unbind())
+            };
+            copy().unwrap_or_else(|_| self.0.obj.clone_ref(py))
+        });
         PyStatus(Arc::new(StatusInner {
             obj,
             ips,
@@ -595,11 +624,34 @@ fn aio(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     py.import("kubevents._pleg_aio")
 }
 
+/// What a PLEG object made before `os.fork()` says in the child, where its locks may be held for good by
+/// threads that did not come along.
+fn forked_repr(what: &str) -> String {
+    format!("{what}(created before os.fork(): unusable in this process)")
+}
+
 /// The pod status cache (`kubecontainer.Cache`): the latest status and inspection error per pod, a global
 /// timestamp, and waiters for fresh data.
 #[pyclass(module = "kubevents.pleg", name = "PodCache", frozen)]
 pub struct PyPodCache {
     inner: Arc<Cache>,
+    /// The fork generation it was made in.
+    generation: u64,
+}
+
+impl PyPodCache {
+    fn check(&self) -> PyResult<()> {
+        lifecycle::check_not_forked(self.generation, "PodCache")
+    }
+}
+
+impl Drop for PyPodCache {
+    fn drop(&mut self) {
+        // In a forked child a parent thread may have been changing it: leave it be.
+        if lifecycle::is_forked(self.generation) {
+            std::mem::forget(self.inner.clone());
+        }
+    }
 }
 
 #[pymethods]
@@ -608,16 +660,18 @@ impl PyPodCache {
     #[new]
     #[pyo3(signature = (*, evented=false))]
     fn new(evented: bool) -> Self {
-        PyPodCache { inner: Arc::new(PodCache::new(evented)) }
+        PyPodCache { inner: Arc::new(PodCache::new(evented)), generation: lifecycle::generation() }
     }
 
     #[getter]
-    fn evented(&self) -> bool {
-        self.inner.evented()
+    fn evented(&self) -> PyResult<bool> {
+        self.check()?;
+        Ok(self.inner.evented())
     }
 
     /// `(status, error)`; a miss gives `({"id": uid}, None)`.
     fn get<'py>(&self, py: Python<'py>, uid: &str) -> PyResult<Bound<'py, PyTuple>> {
+        self.check()?;
         lookup_to_py(py, uid, &self.inner.get(uid))
     }
 
@@ -632,59 +686,69 @@ impl PyPodCache {
         error: Option<&Bound<'_, PyAny>>,
         timestamp: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        self.check()?;
         let status = status.filter(|s| !s.is_none()).map(|s| PyStatus::from_py(s, "status")).transpose()?;
         let err = error.filter(|e| !e.is_none()).map(|e| PyErrValue(Arc::new(e.clone().unbind())));
         let ts = optional_time(timestamp, "timestamp")?;
         let cache = self.inner.clone();
-        Ok(py.detach(|| cache.set(uid, status, err, ts)))
+        Ok(lifecycle::detach(py, || cache.set(uid, status, err, ts)))
     }
 
     /// Removes the entry (waiters are not woken).
-    fn delete(&self, uid: &str) {
+    fn delete(&self, uid: &str) -> PyResult<()> {
+        self.check()?;
         self.inner.delete(uid);
+        Ok(())
     }
 
     /// Sets the global timestamp and wakes the waiters it satisfies.
     fn update_time(&self, py: Python<'_>, timestamp: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.check()?;
         let t = to_time(timestamp, "timestamp")?;
         let cache = self.inner.clone();
-        py.detach(|| cache.update_time(t));
+        lifecycle::detach(py, || cache.update_time(t));
         Ok(())
     }
 
     /// `SetObservedTime` (Era C): the pod is fresh as of `timestamp` though its status is unchanged. Wakes
     /// that pod's waiters as `update_time` would; later waits before that time return at once.
     fn set_observed_time(&self, py: Python<'_>, uid: &str, timestamp: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.check()?;
         let t = to_time(timestamp, "timestamp")?;
         let cache = self.inner.clone();
-        py.detach(|| cache.set_observed_time(uid, t));
+        lifecycle::detach(py, || cache.set_observed_time(uid, t));
         Ok(())
     }
 
     /// The pod's latest `set_observed_time`, None if it has none.
     fn observed_time<'py>(&self, py: Python<'py>, uid: &str) -> PyResult<Option<Bound<'py, pyo3::types::PyDateTime>>> {
+        self.check()?;
         self.inner.observed_time(uid).map(|t| to_datetime(py, t)).transpose()
     }
 
     /// The global timestamp, None before the first `update_time`.
     #[getter]
     fn timestamp<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, pyo3::types::PyDateTime>>> {
+        self.check()?;
         self.inner.timestamp().map(|t| to_datetime(py, t)).transpose()
     }
 
     /// Number of pods with an entry.
-    fn __len__(&self) -> usize {
-        self.inner.len()
+    fn __len__(&self) -> PyResult<usize> {
+        self.check()?;
+        Ok(self.inner.len())
     }
 
     /// Number of pending `get_newer_than` waiters.
     #[getter]
-    fn waiters(&self) -> usize {
-        self.inner.waiters()
+    fn waiters(&self) -> PyResult<usize> {
+        self.check()?;
+        Ok(self.inner.waiters())
     }
 
     /// `GetNewerThan`: `(status, error)` once the pod's data (or the global timestamp) is newer than `t`.
-    /// Blocks with the GIL released; raises TimeoutError after `timeout` seconds (None waits forever).
+    /// Blocks with the GIL released; raises TimeoutError after `timeout` seconds (None waits forever). Ctrl-C
+    /// interrupts the wait.
     #[pyo3(signature = (uid, t, timeout=None))]
     fn get_newer_than<'py>(
         &self,
@@ -693,29 +757,27 @@ impl PyPodCache {
         t: &Bound<'py, PyAny>,
         timeout: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
+        self.check()?;
         let min = to_time(t, "t")?;
         let timeout = timeout_arg(timeout)?;
         let slot = self.inner.subscribe_slot(uid, min);
-        let deadline = timeout.map(|t| std::time::Instant::now() + t);
-        loop {
-            let slice =
-                deadline.map_or(WAIT_SLICE, |d| d.saturating_duration_since(std::time::Instant::now()).min(WAIT_SLICE));
-            let got = py.detach(|| slot.wait(slice));
-            if let Some(v) = got {
-                return lookup_to_py(py, uid, &v);
-            }
-            let interrupted = py.check_signals();
-            if interrupted.is_err() || deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                self.inner.unsubscribe(uid, &slot);
-                if let Some(v) = slot.wait(Duration::ZERO) {
-                    return lookup_to_py(py, uid, &v);
-                }
-                interrupted?;
-                return Err(PyTimeoutError::new_err(format!(
-                    "no status of pod {uid:?} newer than {} within the timeout",
-                    min.to_rfc3339_micro()
-                )));
-            }
+        let mut got = None;
+        let waited = lifecycle::wait_until(py, timeout, |slice| {
+            got = slot.wait(slice);
+            got.is_some()
+        });
+        if let Some(v) = got {
+            return lookup_to_py(py, uid, &v);
+        }
+        // Given up (timeout or Ctrl-C): the slot must not linger among the waiters.
+        self.inner.unsubscribe(uid, &slot);
+        waited?;
+        match slot.wait(Duration::ZERO) {
+            Some(v) => lookup_to_py(py, uid, &v),
+            None => Err(PyTimeoutError::new_err(format!(
+                "no status of pod {uid:?} newer than {} within the timeout",
+                min.to_rfc3339_micro()
+            ))),
         }
     }
 
@@ -726,13 +788,14 @@ impl PyPodCache {
         uid: &str,
         t: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        self.check()?;
         let min = to_time(t, "t")?;
         let loop_ = py.import("asyncio")?.call_method0("get_running_loop")?;
         let fut = loop_.call_method0("create_future")?;
         let resolve = aio(py)?.getattr("resolve")?;
         let (l, f, r, id) = (loop_.unbind(), fut.clone().unbind(), resolve.unbind(), uid.to_owned());
         let cb = move |v: Lookup<PyStatus, PyErrValue>| {
-            Python::attach(|py| {
+            lifecycle::attach(|py| {
                 let Ok(value) = lookup_to_py(py, &id, &v) else { return };
                 // The loop may be closed by now; nobody is waiting then.
                 let _ = l.bind(py).call_method1("call_soon_threadsafe", (r.bind(py), f.bind(py), value));
@@ -740,11 +803,14 @@ impl PyPodCache {
         };
         let cache = self.inner.clone();
         let uid = uid.to_owned();
-        py.detach(|| cache.subscribe(&uid, min, Waiter::Callback(Box::new(cb))));
+        lifecycle::detach(py, || cache.subscribe(&uid, min, Waiter::Callback(Box::new(cb))));
         Ok(fut)
     }
 
     fn __repr__(&self) -> String {
+        if lifecycle::is_forked(self.generation) {
+            return forked_repr("PodCache");
+        }
         format!("PodCache({} pods, evented={})", self.inner.len(), self.inner.evented())
     }
 }
@@ -757,24 +823,31 @@ impl PyPodCache {
 #[pyclass(module = "kubevents.pleg", name = "EventChannel", frozen)]
 pub struct PyEventChannel {
     inner: Arc<EventChannel>,
+    /// The fork generation it (or the PLEG it belongs to) was made in.
+    generation: u64,
 }
 
 impl PyEventChannel {
+    fn check(&self) -> PyResult<()> {
+        lifecycle::check_not_forked(self.generation, "EventChannel")
+    }
+
     fn wait(&self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<Recv> {
-        let deadline = timeout.map(|t| std::time::Instant::now() + t);
-        loop {
-            let slice =
-                deadline.map_or(WAIT_SLICE, |d| d.saturating_duration_since(std::time::Instant::now()).min(WAIT_SLICE));
-            let ch = self.inner.clone();
-            match py.detach(|| ch.recv_timeout(Some(slice))) {
-                Recv::Timeout => {
-                    py.check_signals()?;
-                    if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                        return Ok(Recv::Timeout);
-                    }
-                }
-                r => return Ok(r),
-            }
+        self.check()?;
+        let mut got = Recv::Timeout;
+        lifecycle::wait_until(py, timeout, |slice| {
+            got = self.inner.recv_timeout(Some(slice));
+            got != Recv::Timeout
+        })?;
+        Ok(got)
+    }
+}
+
+impl Drop for PyEventChannel {
+    fn drop(&mut self) {
+        // In a forked child a parent thread may have been sending to it: leave it be.
+        if lifecycle::is_forked(self.generation) {
+            std::mem::forget(self.inner.clone());
         }
     }
 }
@@ -788,10 +861,14 @@ impl PyEventChannel {
         if capacity < 1 {
             return Err(PyValueError::new_err(format!("capacity must be >= 1, got {capacity}")));
         }
-        Ok(PyEventChannel { inner: Arc::new(EventChannel::new(capacity as usize)) })
+        Ok(PyEventChannel {
+            inner: Arc::new(EventChannel::new(capacity as usize)),
+            generation: lifecycle::generation(),
+        })
     }
 
-    /// The next event; None when `timeout` (seconds) ran out or the channel is closed and empty.
+    /// The next event; None when `timeout` (seconds) ran out or the channel is closed and empty. Ctrl-C
+    /// interrupts the wait.
     #[pyo3(signature = (timeout=None))]
     fn recv(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Option<PyPodLifecycleEvent>> {
         Ok(match self.wait(py, timeout_arg(timeout)?)? {
@@ -801,38 +878,46 @@ impl PyEventChannel {
     }
 
     /// The next event if one is buffered, else None.
-    fn try_recv(&self) -> Option<PyPodLifecycleEvent> {
-        self.inner.try_recv().map(PyPodLifecycleEvent)
+    fn try_recv(&self) -> PyResult<Option<PyPodLifecycleEvent>> {
+        self.check()?;
+        Ok(self.inner.try_recv().map(PyPodLifecycleEvent))
     }
 
     /// Every buffered event, oldest first.
-    fn drain(&self) -> Vec<PyPodLifecycleEvent> {
-        self.inner.drain().into_iter().map(PyPodLifecycleEvent).collect()
+    fn drain(&self) -> PyResult<Vec<PyPodLifecycleEvent>> {
+        self.check()?;
+        Ok(self.inner.drain().into_iter().map(PyPodLifecycleEvent).collect())
     }
 
-    fn __len__(&self) -> usize {
-        self.inner.len()
+    fn __len__(&self) -> PyResult<usize> {
+        self.check()?;
+        Ok(self.inner.len())
     }
 
     #[getter]
-    fn capacity(&self) -> usize {
-        self.inner.capacity()
+    fn capacity(&self) -> PyResult<usize> {
+        self.check()?;
+        Ok(self.inner.capacity())
     }
 
     /// Events dropped because the channel was full (or closed).
     #[getter]
-    fn dropped(&self) -> u64 {
-        self.inner.dropped()
+    fn dropped(&self) -> PyResult<u64> {
+        self.check()?;
+        Ok(self.inner.dropped())
     }
 
     /// Ends iteration once the buffered events are read; later sends are dropped.
-    fn close(&self) {
+    fn close(&self) -> PyResult<()> {
+        self.check()?;
         self.inner.close();
+        Ok(())
     }
 
     #[getter]
-    fn closed(&self) -> bool {
-        self.inner.is_closed()
+    fn closed(&self) -> PyResult<bool> {
+        self.check()?;
+        Ok(self.inner.is_closed())
     }
 
     fn __iter__(slf: Py<Self>) -> Py<Self> {
@@ -851,24 +936,30 @@ impl PyEventChannel {
     }
 
     fn __anext__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        slf.get().check()?;
         aio(slf.py())?.call_method1("next_event", (slf,))
     }
 
     /// Calls `callback()` once, from whichever thread, when an event is buffered or the channel closes.
-    fn _on_ready(&self, py: Python<'_>, callback: Py<PyAny>) {
+    fn _on_ready(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
+        self.check()?;
         let ch = self.inner.clone();
-        py.detach(|| {
+        lifecycle::detach(py, || {
             ch.on_ready(Box::new(move || {
-                Python::attach(|py| {
-                    if let Err(e) = callback.call0(py) {
+                lifecycle::attach(|py| {
+                    if let Err(e) = lifecycle::call(callback.bind(py), []) {
                         e.write_unraisable(py, None);
                     }
                 })
             }))
         });
+        Ok(())
     }
 
     fn __repr__(&self) -> String {
+        if lifecycle::is_forked(self.generation) {
+            return forked_repr("EventChannel");
+        }
         format!("EventChannel({}/{} events, {} dropped)", self.inner.len(), self.inner.capacity(), self.inner.dropped())
     }
 }
@@ -888,40 +979,56 @@ impl Runtime for PyRuntime {
     type Error = PyErrValue;
 
     fn get_pods(&self) -> Result<Vec<Arc<Pod>>, Error> {
-        Python::attach(|py| {
-            let v = self.obj.bind(py).call_method0("get_pods")?;
-            let mut previous = self.previous.lock().unwrap_or_else(|e| e.into_inner());
-            let pods = pods_from_py(&v, &previous)?;
-            if !v.is_instance_of::<PyPodList>() {
-                previous.clear();
-                previous.extend(pods.iter().map(|p| ById(p.clone())));
-            }
-            Ok(pods)
+        lifecycle::attach(|py| {
+            let list = || -> PyResult<Vec<Arc<Pod>>> {
+                let v = lifecycle::call(&self.obj.bind(py).getattr(intern!(py, "get_pods"))?, [])?;
+                let mut previous = self.previous.lock().unwrap_or_else(|e| e.into_inner());
+                let pods = pods_from_py(&v, &previous)?;
+                if !v.is_instance_of::<PyPodList>() {
+                    previous.clear();
+                    previous.extend(pods.iter().map(|p| ById(p.clone())));
+                }
+                Ok(pods)
+            };
+            list().map_err(|e| runtime_err(py, e))
         })
-        .map_err(external)
     }
 
     /// A pod as `get_pods()` lists it; None for a pod the runtime has nothing of.
     fn get_pod(&self, uid: &str) -> Result<Option<Arc<Pod>>, Error> {
-        Python::attach(|py| {
-            let v = self.obj.bind(py).call_method1("get_pod", (uid,))?;
-            if v.is_none() {
-                return Ok(None);
-            }
-            shared_pod(&v, &|| "get_pod()".into()).map(Some)
+        lifecycle::attach(|py| {
+            let get = || -> PyResult<Option<Arc<Pod>>> {
+                let v = lifecycle::call(
+                    &self.obj.bind(py).getattr(intern!(py, "get_pod"))?,
+                    [PyString::new(py, uid).as_any()],
+                )?;
+                if v.is_none() {
+                    return Ok(None);
+                }
+                shared_pod(&v, &|| "get_pod()".into()).map(Some)
+            };
+            get().map_err(|e| runtime_err(py, e))
         })
-        .map_err(external)
     }
 
-    fn get_pod_status(&self, pod: &Pod) -> Inspection<PyStatus, PyErrValue> {
-        Python::attach(|py| {
+    /// Only an `Exception` is the pod's inspection error; anything else raised on the way is an `Abort`.
+    fn get_pod_status(&self, pod: &Pod) -> Result<Inspection<PyStatus, PyErrValue>, Abort> {
+        let failed = |py: Python<'_>, e: PyErr| {
+            if e.is_instance_of::<PyException>(py) {
+                Ok(Inspection { status: None, err: Some(PyErrValue::from_err(py, e)), invalid: None })
+            } else {
+                Err(Abort(external(e)))
+            }
+        };
+        lifecycle::attach(|py| {
             let arg = match pod_to_py(py, pod) {
                 Ok(a) => a,
-                Err(e) => return Inspection { status: None, err: Some(PyErrValue::from_err(py, e)), invalid: None },
+                Err(e) => return failed(py, e),
             };
-            let out = match self.obj.bind(py).call_method1("get_pod_status", (arg,)) {
+            let method = self.obj.bind(py).getattr(intern!(py, "get_pod_status"));
+            let out = match method.and_then(|m| lifecycle::call(&m, [arg.as_any()])) {
                 Ok(o) => o,
-                Err(e) => return Inspection { status: None, err: Some(PyErrValue::from_err(py, e)), invalid: None },
+                Err(e) => return failed(py, e),
             };
             // A (status, error) pair stores a partial status with the runtime's error, as Go's runtime can.
             let (status, err) = match out.cast::<PyTuple>() {
@@ -933,12 +1040,13 @@ impl Runtime for PyRuntime {
             };
             let err = err.map(|e| PyErrValue(Arc::new(e.unbind())));
             match status.map(|s| PyStatus::from_py(&s, "get_pod_status()")).transpose() {
-                Ok(status) => Inspection { status, err, invalid: None },
+                Ok(status) => Ok(Inspection { status, err, invalid: None }),
+                Err(e) if !e.is_instance_of::<PyException>(py) => Err(Abort(external(e))),
                 Err(e) => {
                     let msg = e.value(py).to_string();
                     let typed =
                         if e.is_instance_of::<PyTypeError>(py) { Error::type_("", msg) } else { Error::value("", msg) };
-                    Inspection { status: None, err: Some(PyErrValue::from_err(py, e)), invalid: Some(typed) }
+                    Ok(Inspection { status: None, err: Some(PyErrValue::from_err(py, e)), invalid: Some(typed) })
                 }
             }
         })
@@ -950,7 +1058,36 @@ impl Runtime for PyRuntime {
         } else {
             format!("inspection of pod {} ({}/{}) did not return within {:?}", pod.id, pod.namespace, pod.name, after)
         };
-        Python::attach(|py| PyErrValue::from_err(py, PyTimeoutError::new_err(msg)))
+        lifecycle::attach(|py| PyErrValue::from_err(py, PyTimeoutError::new_err(msg)))
+    }
+
+    /// Ctrl-C while a relist called from Python waits for the loop's relist or for inspection threads.
+    fn check_interrupt(&self) -> Result<(), Abort> {
+        lifecycle::check_signals().map_err(|e| Abort(external(e)))
+    }
+
+    /// Logs the exception that stopped `what`, with its traceback, at ERROR on the `kubevents` logger.
+    fn loop_aborted(&self, what: &str, err: &Error) {
+        lifecycle::attach(|py| {
+            let log = || -> PyResult<()> {
+                let e = py_err_in(err);
+                let raised = match e {
+                    Some(e) => e.value(py).repr()?.to_string(),
+                    None => err.to_string(),
+                };
+                let msg = format!("{what} stopped: {raised} was raised; the next stop() or healthy() raises it again");
+                let kwargs = PyDict::new(py);
+                if let Some(e) = e {
+                    kwargs.set_item(intern!(py, "exc_info"), (e.get_type(py), e.value(py), e.traceback(py)))?;
+                }
+                py.import(intern!(py, "logging"))?
+                    .call_method1(intern!(py, "getLogger"), ("kubevents",))?
+                    .call_method(intern!(py, "error"), (msg,), Some(&kwargs))?;
+                Ok(())
+            };
+            // A broken logging set-up must not keep the loop from ending.
+            let _ = log();
+        })
     }
 }
 
@@ -960,17 +1097,37 @@ fn ns_to_seconds(ns: i64) -> f64 {
 
 fn condition_from_py(f: Py<PyAny>) -> Condition<PyStatus> {
     Arc::new(move |s: &PyStatus| {
-        Python::attach(|py| -> PyResult<bool> { f.bind(py).call1((s.object(py),))?.is_truthy() }).map_err(external)
+        lifecycle::attach(|py| {
+            lifecycle::call(f.bind(py), [s.object(py).as_any()])
+                .and_then(|r| r.is_truthy())
+                .map_err(|e| runtime_err(py, e))
+        })
     })
 }
 
 type Generic = GenericPleg<PyRuntime>;
 
 /// GenericPLEG: relists `runtime` and turns the differences into pod lifecycle events on `watch()`.
-#[pyclass(module = "kubevents.pleg", name = "GenericPLEG", frozen)]
+#[pyclass(module = "kubevents.pleg", name = "GenericPLEG", frozen, weakref)]
 pub struct PyGenericPLEG {
     inner: Arc<Generic>,
     cache: Py<PyPodCache>,
+    /// The fork generation it was made in.
+    generation: u64,
+}
+
+impl PyGenericPLEG {
+    fn check(&self) -> PyResult<()> {
+        lifecycle::check_not_forked(self.generation, "GenericPLEG")
+    }
+
+    /// The `KeyboardInterrupt` or `SystemExit` that stopped the loop, raised once.
+    fn raise_abort(&self, py: Python<'_>) -> PyResult<()> {
+        match self.inner.take_abort() {
+            Some(e) => Err(raise_kept(py, &e)),
+            None => Ok(()),
+        }
+    }
 }
 
 #[pymethods]
@@ -999,6 +1156,7 @@ impl PyGenericPLEG {
                 )));
             }
         }
+        cache.get().check()?;
         if on_demand_relist && !runtime.bind(py).hasattr("get_pod")? {
             return Err(PyTypeError::new_err(format!(
                 "runtime: on_demand_relist needs get_pod(uid), {} has none",
@@ -1037,104 +1195,142 @@ impl PyGenericPLEG {
             channel,
             options,
         )?;
-        Ok(PyGenericPLEG { inner: Arc::new(inner), cache })
+        Ok(PyGenericPLEG { inner: Arc::new(inner), cache, generation: lifecycle::generation() })
     }
 
     /// One relist. Raises what the runtime's `get_pods()` raised (nothing changed then), or, after the relist
-    /// completed, the first malformed status or failing watch condition.
+    /// completed, the first malformed status or failing watch condition. A `KeyboardInterrupt` or
+    /// `SystemExit` from the runtime or a condition stops the relist where it is and is raised; so is Ctrl-C
+    /// while it waits for the loop's relist or for inspection threads.
     fn relist(&self, py: Python<'_>) -> PyResult<()> {
+        self.check()?;
         let pleg = self.inner.clone();
-        py.detach(|| pleg.relist())?;
+        lifecycle::detach(py, || pleg.relist())?;
         Ok(())
     }
 
     /// The event channel (the same object every time).
-    fn watch(&self) -> PyEventChannel {
-        PyEventChannel { inner: self.inner.channel().clone() }
+    fn watch(&self) -> PyResult<PyEventChannel> {
+        self.check()?;
+        Ok(PyEventChannel { inner: self.inner.channel().clone(), generation: self.generation })
     }
 
     /// Relists now and then `relist_period` after each relist ends, on the clock, in a background thread;
-    /// with `on_demand_relist`, serves relist requests in between.
-    fn start(&self) -> PyResult<()> {
-        self.inner.start()?;
-        let weak = Arc::downgrade(&self.inner);
-        register_loop(Box::new(move || weak.upgrade().map(|p| p.signal_stop()).is_some()));
+    /// with `on_demand_relist`, serves relist requests in between. `RuntimeError` while a loop told to stop
+    /// has not ended yet (see `stop`).
+    fn start(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        this.check()?;
+        if !this.inner.start()? {
+            return Err(PyRuntimeError::new_err(
+                "start(): the relist loop told to stop has not ended yet (a runtime call has not returned); \
+                 stop() waits for it",
+            ));
+        }
+        lifecycle::track(slf.as_any())?;
         Ok(())
     }
 
-    /// Stops the relist loop, waiting for a relist in progress.
-    fn stop(&self, py: Python<'_>) {
-        let pleg = self.inner.clone();
-        py.detach(|| pleg.stop());
+    /// Stops the relist loop, waiting for a relist in progress: up to `timeout` seconds (None: until it
+    /// ends), then `TimeoutError`, and the loop ends by itself once the runtime call it is in returns. Ctrl-C
+    /// interrupts the wait. Raises, once, the `KeyboardInterrupt` or `SystemExit` that stopped the loop.
+    #[pyo3(signature = (timeout=None))]
+    fn stop(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        self.check()?;
+        let timeout = timeout_arg(timeout)?;
+        let pleg = &self.inner;
+        pleg.not_reentered("stop()")?;
+        pleg.signal_stop();
+        let ended = lifecycle::wait_until(py, timeout, |slice| pleg.wait_stopped(Some(slice)))?;
+        self.raise_abort(py)?;
+        if !ended {
+            return Err(PyTimeoutError::new_err(
+                "stop() timed out: the relist loop ends when the runtime call in progress returns",
+            ));
+        }
+        Ok(())
     }
 
+    /// The loop runs (started, and neither stopped nor ended by a `KeyboardInterrupt` or `SystemExit`).
     #[getter]
-    fn running(&self) -> bool {
-        self.inner.running()
+    fn running(&self) -> PyResult<bool> {
+        self.check()?;
+        Ok(self.inner.running())
     }
 
     /// When the loop's next relist is due on the clock; None while it relists or is stopped. On a fake
     /// clock, wait for this to be set before stepping the clock past it.
     #[getter]
     fn next_relist_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, pyo3::types::PyDateTime>>> {
+        self.check()?;
         self.inner.next_relist_at().map(|t| to_datetime(py, t)).transpose()
     }
 
-    /// `(True, None)`, or `(False, message)` with the kubelet's message.
-    fn healthy(&self, py: Python<'_>) -> (bool, Option<String>) {
-        let pleg = self.inner.clone();
-        py.detach(|| pleg.healthy())
+    /// `(True, None)`, or `(False, message)` with the kubelet's message. Raises, once, the
+    /// `KeyboardInterrupt` or `SystemExit` that stopped the loop.
+    fn healthy(&self, py: Python<'_>) -> PyResult<(bool, Option<String>)> {
+        self.check()?;
+        self.raise_abort(py)?;
+        let pleg = &self.inner;
+        Ok(lifecycle::detach(py, || pleg.healthy()))
     }
 
     /// `SetPodWatchCondition`: `condition(status)` runs after each successful inspection of the pod; when
     /// it returns true it is removed and one `ConditionMet` event is sent (per pod and relist).
     fn set_pod_watch_condition(&self, py: Python<'_>, uid: &str, key: &str, condition: Py<PyAny>) -> PyResult<()> {
+        self.check()?;
         if !condition.bind(py).is_callable() {
             return Err(PyTypeError::new_err("condition must be callable"));
         }
         let cond = condition_from_py(condition);
         let pleg = self.inner.clone();
-        py.detach(|| pleg.set_pod_watch_condition(uid, key, cond));
+        lifecycle::detach(py, || pleg.set_pod_watch_condition(uid, key, cond));
         Ok(())
     }
 
     /// The pod's watch conditions as `{key: version}`, None when the pod has no entry.
-    fn watch_conditions(&self, uid: &str) -> Option<std::collections::BTreeMap<String, u32>> {
-        self.inner.watch_conditions(uid).map(|v| v.into_iter().collect())
+    fn watch_conditions(&self, uid: &str) -> PyResult<Option<std::collections::BTreeMap<String, u32>>> {
+        self.check()?;
+        Ok(self.inner.watch_conditions(uid).map(|v| v.into_iter().collect()))
     }
 
     /// Pods whose inspection failed and will be inspected again at the next relist.
     fn pods_to_reinspect(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        self.check()?;
         let pleg = self.inner.clone();
-        Ok(py.detach(|| pleg.pods_to_reinspect())?)
+        Ok(lifecycle::detach(py, || pleg.pods_to_reinspect())?)
     }
 
     /// Queues a pod for inspection at the next relist even if it did not change (Go's tests write
     /// `podsToReinspect`; with `pod_sync_on_reinspect` this is Era C's `RequestReinspect`).
     fn request_reinspect(&self, py: Python<'_>, uid: &str) -> PyResult<()> {
+        self.check()?;
         let pleg = self.inner.clone();
-        Ok(py.detach(|| pleg.request_reinspect(uid))?)
+        Ok(lifecycle::detach(py, || pleg.request_reinspect(uid))?)
     }
 
     /// `RequestRelist` (Era C, `on_demand_relist`): queues an on-demand relist of the pod for the loop, stamped
     /// with the clock's time. Returns False when nothing was queued: the option is off (nothing happens, as
     /// with the gate off) or the queue holds 200 requests already (dropped, counted in `stats()`).
     fn request_relist(&self, py: Python<'_>, uid: &str) -> PyResult<bool> {
+        self.check()?;
         let pleg = self.inner.clone();
-        Ok(py.detach(|| pleg.request_relist(uid))?)
+        Ok(lifecycle::detach(py, || pleg.request_relist(uid))?)
     }
 
     /// One pass of the relist loop (`workerLoopIteration`) on this thread, without its wait: the global
     /// relist if due (`"relist"`), else one queued relist request (`"relist_pod"`, or `"skipped"` when a
     /// global relist started after it was made); None when nothing was due. Raises what the relist raised
-    /// (`get_pod()`'s error included). For driving the loop step by step on a fake clock while it is not
-    /// started; a stopped PLEG's first pass relists, as `start()` does.
+    /// (`get_pod()`'s error included) and, as `relist()` does, a `KeyboardInterrupt` or `SystemExit`. For
+    /// driving the loop step by step on a fake clock while it is not started; a stopped PLEG's first pass
+    /// relists, as `start()` does.
     fn loop_iteration(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
+        self.check()?;
         if self.inner.running() {
             return Err(PyRuntimeError::new_err("loop_iteration() while the loop started by start() runs"));
         }
         let pleg = self.inner.clone();
-        Ok(match py.detach(|| pleg.loop_iteration())? {
+        Ok(match lifecycle::detach(py, || pleg.loop_iteration())? {
             LoopStep::Relisted => Some("relist"),
             LoopStep::PodRelisted => Some("relist_pod"),
             LoopStep::Skipped => Some("skipped"),
@@ -1144,6 +1340,7 @@ impl PyGenericPLEG {
 
     /// `Update`: a new period and threshold (seconds), used from the next wait of the loop.
     fn update(&self, relist_period: &Bound<'_, PyAny>, relist_threshold: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.check()?;
         let period = seconds_arg(relist_period, "relist_period", true)?;
         let threshold = seconds_arg(relist_threshold, "relist_threshold", false)?;
         self.inner.update(RelistDuration { period, threshold });
@@ -1151,36 +1348,42 @@ impl PyGenericPLEG {
     }
 
     #[getter]
-    fn relist_period(&self) -> f64 {
-        ns_to_seconds(self.inner.duration().period)
+    fn relist_period(&self) -> PyResult<f64> {
+        self.check()?;
+        Ok(ns_to_seconds(self.inner.duration().period))
     }
 
     #[getter]
-    fn relist_threshold(&self) -> f64 {
-        ns_to_seconds(self.inner.duration().threshold)
+    fn relist_threshold(&self) -> PyResult<f64> {
+        self.check()?;
+        Ok(ns_to_seconds(self.inner.duration().threshold))
     }
 
     /// When the last successful relist started, None before the first.
     #[getter]
     fn relist_time<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, pyo3::types::PyDateTime>>> {
+        self.check()?;
         self.inner.relist_time().map(|t| to_datetime(py, t)).transpose()
     }
 
     #[getter]
-    fn cache(&self, py: Python<'_>) -> Py<PyPodCache> {
-        self.cache.clone_ref(py)
+    fn cache(&self, py: Python<'_>) -> PyResult<Py<PyPodCache>> {
+        self.check()?;
+        Ok(self.cache.clone_ref(py))
     }
 
     /// The last error of a relist run by the background loop, as text.
     #[getter]
-    fn last_error(&self) -> Option<String> {
-        self.inner.last_error()
+    fn last_error(&self) -> PyResult<Option<String>> {
+        self.check()?;
+        Ok(self.inner.last_error())
     }
 
     /// Counters: relists, failures, durations on the clock (seconds), events sent and dropped, inspections,
     /// inspection errors and timeouts, reinspections, on-demand pod relists and their failures, relist
     /// requests queued, skipped and dropped, running pods and containers by state.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.check()?;
         let s = self.inner.stats();
         let d = PyDict::new(py);
         d.set_item("relists", s.relists)?;
@@ -1207,7 +1410,22 @@ impl PyGenericPLEG {
         Ok(d)
     }
 
+    /// For the exit hook: stops the loop and waits up to `timeout` seconds for it to end. A PLEG holds
+    /// nothing to deliver.
+    fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (&'static str, u64) {
+        if !lifecycle::is_forked(self.generation) {
+            let pleg = &self.inner;
+            pleg.signal_stop();
+            let wait = Duration::try_from_secs_f64(timeout).unwrap_or_default();
+            lifecycle::detach(py, || pleg.wait_stopped(Some(wait)));
+        }
+        ("GenericPLEG", 0)
+    }
+
     fn __repr__(&self) -> String {
+        if lifecycle::is_forked(self.generation) {
+            return forked_repr("GenericPLEG");
+        }
         let d = self.inner.duration();
         format!(
             "GenericPLEG(relist_period={}s, relist_threshold={}s)",
@@ -1219,8 +1437,13 @@ impl PyGenericPLEG {
 
 impl Drop for PyGenericPLEG {
     fn drop(&mut self) {
-        // No join here: the loop may be waiting for the GIL this thread holds.
-        self.inner.signal_stop();
+        if lifecycle::is_forked(self.generation) {
+            // Its threads and the locks they held stayed in the parent: the child leaves it be.
+            std::mem::forget(self.inner.clone());
+        } else {
+            // No wait here: the loop may be waiting for the GIL this thread holds.
+            self.inner.signal_stop();
+        }
     }
 }
 
@@ -1255,26 +1478,50 @@ struct PySource(Py<PyAny>);
 
 impl EventSource<PyStatus> for PySource {
     fn stream(&self, sink: &mut dyn FnMut(CriEvent<PyStatus>) -> bool) -> Result<(), Error> {
-        Python::attach(|py| -> PyResult<()> {
-            let it = self.0.bind(py).call_method0("get_container_events")?.try_iter()?;
-            for (i, item) in it.enumerate() {
-                let ev = cri_event_from_py(&item?, &format!("event[{i}]"))?;
-                if !sink(ev) {
-                    break;
+        lifecycle::attach(|py| {
+            let mut stream = || -> PyResult<()> {
+                let events = lifecycle::call(&self.0.bind(py).getattr(intern!(py, "get_container_events"))?, [])?;
+                // Each item may wait on the runtime's stream: fetched through the exit fence, as the calls are.
+                let next = events.try_iter()?.getattr(intern!(py, "__next__"))?;
+                for i in 0.. {
+                    let item = match lifecycle::call(&next, []) {
+                        Ok(item) => item,
+                        Err(e) if e.is_instance_of::<pyo3::exceptions::PyStopIteration>(py) => break,
+                        Err(e) => return Err(e),
+                    };
+                    if !sink(cri_event_from_py(&item, &format!("event[{i}]"))?) {
+                        break;
+                    }
                 }
-            }
-            Ok(())
+                Ok(())
+            };
+            stream().map_err(|e| runtime_err(py, e))
         })
-        .map_err(external)
     }
 }
 
 /// EventedPLEG: CRI container events into the shared cache and event channel of a GenericPLEG.
-#[pyclass(module = "kubevents.pleg", name = "EventedPLEG", frozen)]
+#[pyclass(module = "kubevents.pleg", name = "EventedPLEG", frozen, weakref)]
 pub struct PyEventedPLEG {
     inner: Arc<EventedPleg<PyRuntime>>,
     generic: Py<PyGenericPLEG>,
     source: Option<Arc<dyn EventSource<PyStatus>>>,
+    /// The fork generation it was made in.
+    generation: u64,
+}
+
+impl PyEventedPLEG {
+    fn check(&self) -> PyResult<()> {
+        lifecycle::check_not_forked(self.generation, "EventedPLEG")
+    }
+
+    /// The `KeyboardInterrupt` or `SystemExit` that stopped the event stream, raised once.
+    fn raise_abort(&self, py: Python<'_>) -> PyResult<()> {
+        match self.inner.take_abort() {
+            Some(e) => Err(raise_kept(py, &e)),
+            None => Ok(()),
+        }
+    }
 }
 
 #[pymethods]
@@ -1293,6 +1540,7 @@ impl PyEventedPLEG {
         fallback_relist_threshold: Option<&Bound<'_, PyAny>>,
         cache_update_period: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        generic.get().check()?;
         if max_stream_retries < 0 {
             return Err(PyValueError::new_err(format!("max_stream_retries must be >= 0, got {max_stream_retries}")));
         }
@@ -1322,31 +1570,37 @@ impl PyEventedPLEG {
         let g = generic.get().inner.clone();
         let inner = EventedPleg::new(g, options)?;
         let source = runtime_service.map(|s| Arc::new(PySource(s)) as Arc<dyn EventSource<PyStatus>>);
-        Ok(PyEventedPLEG { inner: Arc::new(inner), generic, source })
+        Ok(PyEventedPLEG { inner: Arc::new(inner), generic, source, generation: lifecycle::generation() })
     }
 
     /// Marks evented in use (the generic PLEG then stores the runtime's status timestamps), starts the
     /// 2-second global cache tick and, with a runtime service, the event stream.
-    fn start(&self) -> PyResult<()> {
-        self.inner.start(self.source.clone())?;
-        let weak = Arc::downgrade(&self.inner);
-        register_loop(Box::new(move || weak.upgrade().map(|p| p.stop()).is_some()));
+    fn start(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        this.check()?;
+        this.inner.start(this.source.clone())?;
+        lifecycle::track(slf.as_any())?;
         Ok(())
     }
 
-    /// No longer in use; the loops end.
-    fn stop(&self) {
+    /// No longer in use; the loops end (without waiting: a stream blocked in the runtime service ends at its
+    /// next event). Raises, once, the `KeyboardInterrupt` or `SystemExit` that stopped the event stream.
+    fn stop(&self, py: Python<'_>) -> PyResult<()> {
+        self.check()?;
         self.inner.stop();
+        self.raise_abort(py)
     }
 
     #[getter]
-    fn in_use(&self) -> bool {
-        self.inner.in_use()
+    fn in_use(&self) -> PyResult<bool> {
+        self.check()?;
+        Ok(self.inner.in_use())
     }
 
     /// Processes CRI event dicts (`container_id`, `pod_uid`, `type`, `created_at` in ns, `pod_status`);
     /// returns how many lifecycle events were sent. All events are checked before any is processed.
     fn process_events(&self, py: Python<'_>, events: &Bound<'_, PyAny>) -> PyResult<usize> {
+        self.check()?;
         let evs = events
             .try_iter()
             .map_err(|_| {
@@ -1356,17 +1610,20 @@ impl PyEventedPLEG {
             .map(|(i, e)| cri_event_from_py(&e?, &format!("events[{i}]")))
             .collect::<PyResult<Vec<_>>>()?;
         let inner = self.inner.clone();
-        Ok(py.detach(|| evs.into_iter().map(|e| inner.process_event(e)).sum()))
+        Ok(lifecycle::detach(py, || evs.into_iter().map(|e| inner.process_event(e)).sum()))
     }
 
-    /// `(True, None)` unless the event channel is full.
-    fn healthy(&self) -> (bool, Option<String>) {
-        self.inner.healthy()
+    /// `(True, None)` unless the event channel is full. Raises, once, the `KeyboardInterrupt` or
+    /// `SystemExit` that stopped the event stream.
+    fn healthy(&self, py: Python<'_>) -> PyResult<(bool, Option<String>)> {
+        self.check()?;
+        self.raise_abort(py)?;
+        Ok(self.inner.healthy())
     }
 
     /// The shared event channel.
-    fn watch(&self) -> PyEventChannel {
-        PyEventChannel { inner: self.inner.generic().channel().clone() }
+    fn watch(&self) -> PyResult<PyEventChannel> {
+        self.generic.get().watch()
     }
 
     /// A relist of the generic PLEG.
@@ -1380,19 +1637,22 @@ impl PyEventedPLEG {
     }
 
     #[getter]
-    fn generic(&self, py: Python<'_>) -> Py<PyGenericPLEG> {
-        self.generic.clone_ref(py)
+    fn generic(&self, py: Python<'_>) -> PyResult<Py<PyGenericPLEG>> {
+        self.check()?;
+        Ok(self.generic.clone_ref(py))
     }
 
     /// The last stream error, as text.
     #[getter]
-    fn last_error(&self) -> Option<String> {
-        self.inner.last_error()
+    fn last_error(&self) -> PyResult<Option<String>> {
+        self.check()?;
+        Ok(self.inner.last_error())
     }
 
     /// Counters: events received, ignored (no sandbox metadata), rejected (older than the cache), sent;
     /// stream failures; whether it fell back to generic relisting; running pods (`kubelet_running_pods`).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.check()?;
         let s = self.inner.stats();
         let d = PyDict::new(py);
         d.set_item("events_received", s.events_received)?;
@@ -1405,33 +1665,35 @@ impl PyEventedPLEG {
         Ok(d)
     }
 
+    /// For the exit hook: stops it and waits up to `timeout` seconds for its threads to end (the event
+    /// stream's at its next event). It holds nothing to deliver.
+    fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (&'static str, u64) {
+        if !lifecycle::is_forked(self.generation) {
+            let evented = &self.inner;
+            evented.stop();
+            let wait = Duration::try_from_secs_f64(timeout).unwrap_or_default();
+            lifecycle::detach(py, || evented.wait_stopped(wait));
+        }
+        ("EventedPLEG", 0)
+    }
+
     fn __repr__(&self) -> String {
+        if lifecycle::is_forked(self.generation) {
+            return forked_repr("EventedPLEG");
+        }
         format!("EventedPLEG(in_use={})", self.inner.in_use())
     }
 }
 
 impl Drop for PyEventedPLEG {
     fn drop(&mut self) {
-        self.inner.stop();
+        if lifecycle::is_forked(self.generation) {
+            // Its threads and the locks they held stayed in the parent: the child leaves it be.
+            std::mem::forget(self.inner.clone());
+        } else {
+            self.inner.stop();
+        }
     }
-}
-
-type StopFn = Box<dyn Fn() -> bool + Send>;
-
-/// Background loops to end at interpreter exit; each returns false once its PLEG is gone.
-static LOOPS: std::sync::Mutex<Vec<StopFn>> = std::sync::Mutex::new(Vec::new());
-
-fn register_loop(f: StopFn) {
-    let mut loops = LOOPS.lock().unwrap_or_else(|e| e.into_inner());
-    loops.push(f);
-}
-
-/// At exit: tells every loop still running to stop (without waiting: they may need the GIL held here), so
-/// none calls into an interpreter that is shutting down.
-#[pyfunction]
-fn stop_all_loops() {
-    let mut loops = LOOPS.lock().unwrap_or_else(|e| e.into_inner());
-    loops.retain(|stop| stop());
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -1443,7 +1705,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyGenericPLEG>()?;
     m.add_class::<PyEventedPLEG>()?;
     m.add_function(wrap_pyfunction!(diff, m)?)?;
-    let at_exit = wrap_pyfunction!(stop_all_loops, m)?;
-    m.py().import("atexit")?.call_method1("register", (at_exit,))?;
     Ok(())
 }
