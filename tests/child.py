@@ -7,21 +7,29 @@ import sys
 import textwrap
 import time
 
-# Markers of a process that died badly: CPython's fatal errors, glibc's forced-unwind abort, Rust panics.
-FATAL = ("Fatal Python error", "FATAL: exception not rethrown", "panicked at", "PanicException", "Aborted")
+import pytest
+
+# Markers of a process that died badly or raised: CPython's fatal errors, glibc's forced-unwind abort, Rust
+# panics, an uncaught exception.
+FATAL = ("Fatal Python error", "FATAL: exception not rethrown", "panicked at", "PanicException", "Traceback")
 
 
-def run(code: str, timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
-    """Runs ``code`` (dedented) in a fresh interpreter; a hang past ``timeout`` fails the test."""
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, **kwargs
-    )
+def run(code: str, timeout: float = 60, prelude: str = "") -> subprocess.CompletedProcess:
+    """Runs ``prelude`` and ``code`` (dedented) in a fresh interpreter; a hang past ``timeout`` fails the test."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the child process hung: stdout={e.stdout!r} stderr={e.stderr!r}")
 
 
-def assert_clean(p: subprocess.CompletedProcess, code: int = 0) -> None:
-    """The child exited with ``code`` and printed nothing fatal."""
+def assert_clean(p: subprocess.CompletedProcess, code: int = 0, stdout: str | None = None) -> None:
+    """The child exited with ``code``, printed nothing fatal, and printed the words of ``stdout`` if given."""
     bad = [m for m in FATAL if m in p.stderr]
     assert p.returncode == code and not bad, f"exit {p.returncode}, {bad}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    if stdout is not None:
+        assert p.stdout.split() == stdout.split(), p.stdout + p.stderr
 
 
 def interrupt_when_ready(code: str, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -6,13 +6,12 @@ import asyncio
 import gc
 import logging
 import os
-import subprocess
 import sys
-import textwrap
 import threading
 import time
 
 import pytest
+from child import assert_clean, run
 
 import kubevents
 from kubevents.sinks import ApiError, MemorySink
@@ -69,21 +68,7 @@ def pester():
 
 
 def run_child(code, timeout=60):
-    """Runs PRELUDE + `code` in a fresh interpreter; fails the test on a hang."""
-    try:
-        return subprocess.run(
-            [sys.executable, "-c", PRELUDE + textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"the child process hung: stdout={e.stdout!r} stderr={e.stderr!r}")
-
-
-def assert_clean(p, out):
-    """Exit code 0, `out` printed, no fatal error or Rust panic."""
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == out.split(), p.stderr
-    for bad in ("Fatal Python error", "FATAL", "panicked", "Traceback"):
-        assert bad not in p.stderr, p.stderr
+    return run(code, timeout, prelude=PRELUDE)
 
 
 class NullSink:
@@ -120,7 +105,7 @@ def test_a_broadcaster_left_running_delivers_its_queue_at_exit_and_exits_cleanly
     seen.update(sink=sink, b=b, before=sink.n)
     """
     for _ in range(3):
-        assert_clean(run_child(code), "True 1000 0")
+        assert_clean(run_child(code), stdout="True 1000 0")
 
 
 def test_exit_after_a_shutdown_that_timed_out_is_clean_while_the_engine_thread_calls_the_sink():
@@ -143,7 +128,7 @@ def test_exit_after_a_shutdown_that_timed_out_is_clean_while_the_engine_thread_c
     """
     for _ in range(3):
         p = run_child(code)
-        assert_clean(p, "timed out")
+        assert_clean(p, stdout="timed out")
         assert "could not be delivered" in p.stderr
 
 
@@ -223,7 +208,7 @@ def test_blocking_calls_on_the_async_sinks_loop_raise_instead_of_hanging():
 
     asyncio.run(main())
     """
-    assert_clean(run_child(code), "shutdown True wait_idle True exit True 1")
+    assert_clean(run_child(code), stdout="shutdown True wait_idle True exit True 1")
 
 
 def test_an_async_sink_whose_loop_stopped_is_abandoned_and_counted():
@@ -254,7 +239,7 @@ def test_an_async_sink_whose_loop_stopped_is_abandoned_and_counted():
     s = b.shutdown()
     print(s["writes_ok"], s["write_errors"], s["pending_retries"], s["queued"])
     """
-    assert_clean(run_child(code), "0 2 0 0")
+    assert_clean(run_child(code), stdout="0 2 0 0")
 
 
 # 3. Concurrent shutdown
@@ -286,7 +271,7 @@ def test_threads_shutting_down_at_once_all_return_when_everything_is_delivered()
         assert results == [(20, 20, 20)] * 2, results
     print("ok")
     """
-    assert_clean(run_child(code, timeout=120), "ok")
+    assert_clean(run_child(code, timeout=120), stdout="ok")
 
 
 def test_a_full_watcher_queue_does_not_hold_shutdown_past_its_timeout():
@@ -309,7 +294,7 @@ def test_a_full_watcher_queue_does_not_hold_shutdown_past_its_timeout():
     release.set()
     print(b.shutdown(timeout=30)["dropped_watchers"])
     """
-    assert_clean(run_child(code), "timed out 99")
+    assert_clean(run_child(code), stdout="timed out 99")
 
 
 def test_watchers_share_the_shutdown_timeout(monkeypatch):
@@ -359,7 +344,7 @@ def test_ctrl_c_interrupts_a_wait_behind_a_hanging_sink(method):
     sink.release.set()
     print(b.shutdown(timeout=30)["writes_ok"])
     """
-    assert_clean(run_child(code, timeout=30), "interrupted 1")
+    assert_clean(run_child(code, timeout=30), stdout="interrupted 1")
 
 
 # 5. stats()
@@ -442,7 +427,7 @@ def test_a_broadcaster_inherited_through_fork_refuses_to_be_used_and_drops_quiet
         status = -1
     print(os.waitstatus_to_exitcode(status), b.shutdown(timeout=30)["writes_ok"])
     """
-    assert_clean(run_child(code), "7 200")
+    assert_clean(run_child(code), stdout="7 200")
 
 
 # 7. KeyboardInterrupt and SystemExit raised in a sink

@@ -4,18 +4,16 @@ under Ctrl-C and timeouts. What could crash or hang runs in a child process with
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 import textwrap
 import threading
 
 import pytest
+from child import assert_clean, run
 from pleg_fakes import C, E, FakeRuntime, pod, wait_for
 
 from kubevents import FakeClock
 from kubevents.pleg import EventedPLEG, GenericPLEG, PodCache
 
-FATAL = ("Fatal Python error", "FATAL", "panicked", "PanicException", "Traceback")
 
 # A runtime whose calls take a little time (`WORK` is "busy" or "sleep"), listing 30 changed pods every time so
 # that every relist inspects them all; the child scripts start with it. These durations made the old code
@@ -45,16 +43,6 @@ class Runtime:
 """
 
 
-def run(code: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout)
-
-
-def assert_clean_exit(out: subprocess.CompletedProcess[str], stdout: str = "done") -> None:
-    assert out.returncode == 0, out.stderr
-    assert not any(f in out.stderr for f in FATAL), out.stderr
-    assert out.stdout.split() == [stdout]
-
-
 # -- exit ------------------------------------------------------------------------------------------------------
 
 
@@ -68,7 +56,7 @@ def test_exit_with_a_started_pleg_in_a_runtime_call(work):
         print("done")
     """)
     for _ in range(4):
-        assert_clean_exit(run(code))
+        assert_clean(run(code), stdout="done")
 
 
 @pytest.mark.parametrize("work", ["busy", "sleep"])
@@ -120,7 +108,7 @@ def test_exit_with_a_started_evented_pleg_and_python_threads_waiting(work):
         print("done")
     """)
     for _ in range(3):
-        assert_clean_exit(run(code))
+        assert_clean(run(code), stdout="done")
 
 
 def test_exit_is_bounded_by_the_exit_timeout_with_a_hung_runtime_call():
@@ -144,7 +132,7 @@ def test_exit_is_bounded_by_the_exit_timeout_with_a_hung_runtime_call():
         entered.wait(30)
         print("done")
     """
-    assert_clean_exit(run(code))
+    assert_clean(run(code), stdout="done")
 
 
 # -- fork ------------------------------------------------------------------------------------------------------
