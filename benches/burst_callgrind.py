@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""One burst of ``mixed`` events through ``Recorder.eventf`` into a no-op Python sink, then ``shutdown()``:
-a fixed amount of work for ``valgrind --tool=callgrind``, whose instruction counts do not depend on the
-machine's load (wall times on a shared 2-vCPU VM vary by tens of percent).
+"""One burst of ``mixed`` events through a recorder into a no-op Python sink, then ``shutdown()``: a fixed
+amount of work for ``valgrind --tool=callgrind``, whose instruction counts do not depend on the machine's load
+(wall times on a shared 2-vCPU VM vary by tens of percent). ``--api core-v1`` (default) records with
+``Broadcaster``'s ``Recorder.eventf``; ``--api events-v1`` with ``EventsBroadcaster`` on a FakeClock, waiting
+for the engine every 500 events so that none is dropped (as ``bench_events_v1.py`` does).
 
 Usage: valgrind --tool=callgrind --callgrind-out-file=cg.out python benches/burst_callgrind.py [--n 20000]
-then ``callgrind_annotate --inclusive=yes cg.out | grep -E 'write_all|eventf'``.
+[--api events-v1], then ``callgrind_annotate --inclusive=yes cg.out | grep -E 'write_all|eventf|run'``.
 """
 
 from __future__ import annotations
@@ -30,8 +32,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--workloads", type=Path, default=ROOT.parent / "shared" / "workloads.py")
+    ap.add_argument("--api", choices=["core-v1", "events-v1"], default="core-v1")
     args = ap.parse_args()
     calls = calls_of(load_records(args.workloads, "mixed", args.n))
+    if args.api == "events-v1":
+        events_v1(calls)
+        return
     b = kubevents.Broadcaster(queue_length=100_000)
     b.start_recording_to_sink(NoOpSink())
     rec = b.new_recorder("kubelet", "node-1")
@@ -39,6 +45,18 @@ def main() -> None:
         rec.eventf(ref, type_, reason, message)
     s = b.shutdown()
     print(s["created"], s["patched"], s["skipped"], sum(s["dropped_watchers"].values()))
+
+
+def events_v1(calls: list[tuple]) -> None:
+    b = kubevents.EventsBroadcaster(NoOpSink(), clock=kubevents.FakeClock(1_700_000_000))
+    b.start_recording_to_sink()
+    rec = b.new_recorder("kubelet", "node-1")
+    for i, (ref, type_, reason, message) in enumerate(calls, 1):
+        rec.eventf(ref, None, type_, reason, "Recording", message)
+        if i % 500 == 0:
+            b.wait_idle()
+    s = b.shutdown()
+    print(s["created"], s["counted"], s["dropped"])
 
 
 if __name__ == "__main__":
