@@ -575,3 +575,20 @@ def test_a_slow_watcher_drops_beyond_its_queue_and_counts_it():
     release.set()
     assert b.shutdown(timeout=10)["dropped_watchers"] == 99
     assert len(got) == 1001
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("Normal", 5, "a", "n"), "reason: expected str, got int"),
+        (("Normal", "r", None, "n"), "action: expected str, got NoneType"),
+        ((5, "r", "a", "n"), "type: expected str, got int"),
+        (("Normal", "r", "a", 42), "note: expected str, got int"),
+    ],
+)
+def test_an_argument_of_the_wrong_type_is_named(args, message):
+    b = kubevents.EventsBroadcaster(MemorySink(), clock=kubevents.FakeClock(T0))
+    with pytest.raises(TypeError) as info:
+        b.new_recorder("c", "i").eventf(POD, None, *args)
+    b.shutdown(timeout=10)
+    assert str(info.value) == message

@@ -586,3 +586,23 @@ def test_converting_an_event_inside_a_conversion_does_not_hang():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["50", "True", "{'Inner'}"]
+
+
+@pytest.mark.parametrize(
+    "method, args, message",
+    [
+        ("eventf", (_POD_OK, "Normal", 5, "m"), "reason: expected str, got int"),
+        ("eventf", (_POD_OK, 5, "R", "m"), "type: expected str, got int"),
+        ("eventf", (_POD_OK, "Normal", "R", b"m"), "fmt: expected str, got bytes"),
+        ("event", (_POD_OK, "Normal", "R", None), "message: expected str, got NoneType"),
+        ("past_eventf", (_POD_OK, 0, "Normal", 5.0, "m"), "reason: expected str, got float"),
+    ],
+)
+def test_an_argument_of_the_wrong_type_is_named(method, args, message):
+    b = kubevents.Broadcaster()
+    try:
+        with pytest.raises(TypeError) as info:
+            getattr(b.new_recorder("x"), method)(*args)
+    finally:
+        b.shutdown()
+    assert str(info.value) == message

@@ -84,15 +84,20 @@ def _format(text: str, args: tuple[Any, ...], name: str = "note") -> str:
 
 
 def _checked_args(
-    type: str, annotations: Mapping[str, str] | None, note: str, args: tuple[Any, ...]
+    type: str, reason: str, action: str, annotations: Mapping[str, str] | None, note: str, args: tuple[Any, ...]
 ) -> tuple[dict[str, str] | None, str]:
-    """The checks of a recorder call made before the engine's (which checks the rest): the type, then the
-    annotations as a dict, and the note formatted. Shared with ``kubevents.testing.FakeEventsRecorder``."""
+    """The checks of a recorder call made before the engine's (which checks the rest): the str arguments, in
+    the order the core/v1 recorder checks its own, the note formatted, the type's value, then the annotations
+    as a dict. Shared with ``kubevents.testing.FakeEventsRecorder``."""
+    for name, value in (("type", type), ("reason", reason), ("action", action)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name}: expected str, got {value.__class__.__name__}")
+    note = _format(note, args)
     if type not in _VALID_TYPES:
         # Quoted as the core/v1 recorder quotes it (Go's %q), so both recorders word the error alike.
         got = json.dumps(type) if isinstance(type, str) else repr(type)
         raise ValueError(f'type: must be "Normal" or "Warning", got {got}')
-    return (None if annotations is None else dict(annotations)), _format(note, args)
+    return (None if annotations is None else dict(annotations)), note
 
 
 class EventsRecorder:
@@ -122,7 +127,7 @@ class EventsRecorder:
         *args: Any,
     ) -> None:
         """``eventf`` with annotations on the event's metadata."""
-        annotations, note = _checked_args(type, annotations, note, args)
+        annotations, note = _checked_args(type, reason, action, annotations, note, args)
         self._broadcaster._record(
             regarding, related, annotations, type, reason, action, note, self.reporting_controller,
             self.reporting_instance,

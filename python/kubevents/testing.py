@@ -134,7 +134,7 @@ class FakeEventsRecorder:
         *args: Any,
     ) -> None:
         """``eventf`` with annotations (shown only when ``verbose``, as in client-go)."""
-        annotations, message = _checked_args(type, annotations, note, args)
+        annotations, message = _checked_args(type, reason, action, annotations, note, args)
         event = self._engine.record(
             regarding, related, annotations, type, reason, action, message, "fake", "fake", want_event=self.verbose
         )

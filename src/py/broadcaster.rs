@@ -14,7 +14,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use super::clock::{clock_arg, is_real_clock, seconds_arg, timeout_arg, to_time};
 use super::convert::event_to_py;
 use super::correlator::{key_funcs_from_py, options_from_py};
-use super::errors::int_opt;
+use super::errors::{int_opt, str_opt};
 use super::gil::GilTurns;
 use super::lifecycle;
 use super::reference::reference_of;
@@ -545,14 +545,14 @@ impl PyRecorder {
         py: Python<'_>,
         obj: &Bound<'_, PyAny>,
         annotations: Option<BTreeMap<String, String>>,
-        type_: &str,
+        type_: &Bound<'_, PyString>,
         reason: String,
         message: String,
         time: Option<crate::time::Time>,
         field_path: Option<&str>,
     ) -> PyResult<()> {
         self.shared.check()?;
-        let type_ = EventType::parse(type_)?;
+        let type_ = EventType::parse(type_.to_str()?)?;
         let reference = reference_of(obj, field_path)?;
         let core = &self.shared.core;
         let time = match time {
@@ -594,12 +594,12 @@ impl PyRecorder {
         &self,
         py: Python<'_>,
         obj: &Bound<'_, PyAny>,
-        r#type: &str,
-        reason: String,
-        message: String,
+        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
+        #[pyo3(from_py_with = str_opt::reason)] reason: String,
+        #[pyo3(from_py_with = str_opt::message)] message: String,
         field_path: Option<&str>,
     ) -> PyResult<()> {
-        self.generate(py, obj, None, r#type, reason, message, None, field_path)
+        self.generate(py, obj, None, &r#type, reason, message, None, field_path)
     }
 
     /// Records an event whose message is `fmt % args` (or `fmt` as it is when no args are given).
@@ -609,14 +609,14 @@ impl PyRecorder {
         &self,
         py: Python<'_>,
         obj: &Bound<'_, PyAny>,
-        r#type: &str,
-        reason: String,
-        fmt: &Bound<'_, PyString>,
+        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
+        #[pyo3(from_py_with = str_opt::reason)] reason: String,
+        #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
         args: &Bound<'_, PyTuple>,
         field_path: Option<&str>,
     ) -> PyResult<()> {
-        let message = format_message(fmt, args)?;
-        self.generate(py, obj, None, r#type, reason, message, None, field_path)
+        let message = format_message(&fmt, args)?;
+        self.generate(py, obj, None, &r#type, reason, message, None, field_path)
     }
 
     /// `eventf` with annotations on the event.
@@ -627,14 +627,14 @@ impl PyRecorder {
         py: Python<'_>,
         obj: &Bound<'_, PyAny>,
         annotations: Option<BTreeMap<String, String>>,
-        r#type: &str,
-        reason: String,
-        fmt: &Bound<'_, PyString>,
+        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
+        #[pyo3(from_py_with = str_opt::reason)] reason: String,
+        #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
         args: &Bound<'_, PyTuple>,
         field_path: Option<&str>,
     ) -> PyResult<()> {
-        let message = format_message(fmt, args)?;
-        self.generate(py, obj, annotations.filter(|a| !a.is_empty()), r#type, reason, message, None, field_path)
+        let message = format_message(&fmt, args)?;
+        self.generate(py, obj, annotations.filter(|a| !a.is_empty()), &r#type, reason, message, None, field_path)
     }
 
     /// `eventf` for something that happened at `timestamp` (a datetime or epoch seconds), which becomes the
@@ -646,15 +646,15 @@ impl PyRecorder {
         py: Python<'_>,
         obj: &Bound<'_, PyAny>,
         timestamp: &Bound<'_, PyAny>,
-        r#type: &str,
-        reason: String,
-        fmt: &Bound<'_, PyString>,
+        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
+        #[pyo3(from_py_with = str_opt::reason)] reason: String,
+        #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
         args: &Bound<'_, PyTuple>,
         field_path: Option<&str>,
     ) -> PyResult<()> {
         let t = to_time(timestamp, "timestamp")?;
-        let message = format_message(fmt, args)?;
-        self.generate(py, obj, None, r#type, reason, message, Some(t), field_path)
+        let message = format_message(&fmt, args)?;
+        self.generate(py, obj, None, &r#type, reason, message, Some(t), field_path)
     }
 
     /// The event source: `{"component": ..., "host": ...}`.

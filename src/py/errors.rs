@@ -1,7 +1,8 @@
-//! The one place core errors become Python exceptions, and int options whose errors name the option.
+//! The one place core errors become Python exceptions, and int and str arguments whose errors name them.
 
 use pyo3::exceptions::{PyOSError, PyOverflowError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 use pyo3::{intern, PyErr};
 
 use super::convert::type_name;
@@ -91,4 +92,33 @@ int_options! {
     lru_cache_size: i64, burst: i64, max_events: i64, max_interval: i64, max_tries: i64, queue_length: i64,
     workers: i64, cache_size: i64, capacity: i64, channel_capacity: i64, inspect_concurrency: i64,
     max_stream_retries: i64, n: usize,
+}
+
+/// A str argument, or a TypeError naming it (pyo3's own says only "'int' object is not an instance of 'str'").
+pub fn str_arg<'py>(v: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyString>> {
+    v.cast::<PyString>()
+        .cloned()
+        .map_err(|_| PyTypeError::new_err(format!("{what}: expected str, got {}", type_name(v))))
+}
+
+/// The recorders' str arguments for `from_py_with`, each naming itself.
+pub mod str_opt {
+    use pyo3::prelude::*;
+    use pyo3::types::PyString;
+
+    pub fn event_type<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+        super::str_arg(v, "type")
+    }
+
+    pub fn fmt<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+        super::str_arg(v, "fmt")
+    }
+
+    pub fn reason(v: &Bound<'_, PyAny>) -> PyResult<String> {
+        Ok(super::str_arg(v, "reason")?.to_str()?.to_owned())
+    }
+
+    pub fn message(v: &Bound<'_, PyAny>) -> PyResult<String> {
+        Ok(super::str_arg(v, "message")?.to_str()?.to_owned())
+    }
 }

@@ -10,17 +10,18 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 use super::broadcaster::format_message;
 use super::clock::to_time;
 use super::convert::reference_to_py;
+use super::errors::str_opt;
 use super::reference::reference_of;
 use crate::pipeline::EventType;
 
 /// What `PyRecorder::generate` checks before it records: the type, then the object's reference.
 fn checked<'py>(
     obj: &Bound<'py, PyAny>,
-    type_: &str,
+    type_: &Bound<'_, PyString>,
     message: String,
     field_path: Option<&str>,
 ) -> PyResult<(String, Bound<'py, PyDict>)> {
-    EventType::parse(type_)?;
+    EventType::parse(type_.to_str()?)?;
     let reference = reference_of(obj, field_path)?;
     Ok((message, reference_to_py(obj.py(), &reference)?))
 }
@@ -45,12 +46,12 @@ impl PyRecorderCheck {
     fn event<'py>(
         &self,
         obj: &Bound<'py, PyAny>,
-        r#type: &str,
-        reason: String,
-        message: String,
+        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
+        #[pyo3(from_py_with = str_opt::reason)] reason: String,
+        #[pyo3(from_py_with = str_opt::message)] message: String,
         field_path: Option<&str>,
     ) -> PyResult<(String, Bound<'py, PyDict>)> {
-        checked(obj, r#type, message, field_path)
+        checked(obj, &r#type, message, field_path)
     }
 
     /// `Recorder.eventf`'s checks; the message is `fmt % args`.
@@ -59,13 +60,13 @@ impl PyRecorderCheck {
     fn eventf<'py>(
         &self,
         obj: &Bound<'py, PyAny>,
-        r#type: &str,
-        reason: String,
-        fmt: &Bound<'_, PyString>,
+        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
+        #[pyo3(from_py_with = str_opt::reason)] reason: String,
+        #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
         args: &Bound<'_, PyTuple>,
         field_path: Option<&str>,
     ) -> PyResult<(String, Bound<'py, PyDict>)> {
-        checked(obj, r#type, format_message(fmt, args)?, field_path)
+        checked(obj, &r#type, format_message(&fmt, args)?, field_path)
     }
 
     /// `Recorder.annotated_eventf`'s checks (the annotations must be a dict of str).
@@ -75,13 +76,13 @@ impl PyRecorderCheck {
         &self,
         obj: &Bound<'py, PyAny>,
         annotations: Option<BTreeMap<String, String>>,
-        r#type: &str,
-        reason: String,
-        fmt: &Bound<'_, PyString>,
+        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
+        #[pyo3(from_py_with = str_opt::reason)] reason: String,
+        #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
         args: &Bound<'_, PyTuple>,
         field_path: Option<&str>,
     ) -> PyResult<(String, Bound<'py, PyDict>)> {
-        checked(obj, r#type, format_message(fmt, args)?, field_path)
+        checked(obj, &r#type, format_message(&fmt, args)?, field_path)
     }
 
     /// `Recorder.past_eventf`'s checks (the timestamp must be a datetime or epoch seconds in range).
@@ -91,13 +92,13 @@ impl PyRecorderCheck {
         &self,
         obj: &Bound<'py, PyAny>,
         timestamp: &Bound<'_, PyAny>,
-        r#type: &str,
-        reason: String,
-        fmt: &Bound<'_, PyString>,
+        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
+        #[pyo3(from_py_with = str_opt::reason)] reason: String,
+        #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
         args: &Bound<'_, PyTuple>,
         field_path: Option<&str>,
     ) -> PyResult<(String, Bound<'py, PyDict>)> {
         to_time(timestamp, "timestamp")?;
-        checked(obj, r#type, format_message(fmt, args)?, field_path)
+        checked(obj, &r#type, format_message(&fmt, args)?, field_path)
     }
 }
