@@ -383,3 +383,28 @@ def test_huge_lru_cache_size_does_not_abort_the_process():
     rc, tail = p.returncode, p.stderr.strip().splitlines()[:2]
     assert rc == 0, f"the interpreter died with exit status {rc}: {tail}"
     assert len(p.stdout.strip().splitlines()) == 2
+
+
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        ({"t_ns": 1, "involved": {"kind": "Pod", "name": "p"}, "reason": 5}, "line 1: reason: expected a string, got 5"),
+        ({"t_ns": 1, "involved": {"kind": 3}}, "line 1: involved.kind: expected a string, got 3"),
+        ({"t_ns": 1, "involved": {"kind": "Pod", "name": "p"}, "message": None}, None),
+        ({"t_ns": 1, "involved": {"kind": "Pod", "name": None}, "type": None}, None),
+    ],
+)
+def test_a_trace_file_and_record_dicts_accept_the_same_records(tmp_path, record, message):
+    path = tmp_path / "trace.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    if message is None:
+        assert kubevents.simulate(str(path)).totals == kubevents.simulate([record]).totals
+        return
+    with pytest.raises(TypeError) as from_file:
+        kubevents.simulate(str(path))
+    assert str(from_file.value) == message
+    with pytest.raises(TypeError) as from_dicts:
+        kubevents.simulate([record])
+    # The dict path names the same field, in its own words.
+    field = message.split(": ")[1]
+    assert f"record.{field}: expected str" in str(from_dicts.value)

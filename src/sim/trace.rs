@@ -9,13 +9,14 @@
 //! ```
 //!
 //! `t_ns` (integer nanoseconds since the Unix epoch) and `involved` are required; every string may be
-//! left out (empty). `involved.resource_version` and `annotations` (a string map) are optional extras.
+//! left out or null (empty). `involved.resource_version` and `annotations` (a string map) are optional extras.
 //! Unknown keys are rejected, so a misspelt field is an error rather than a silently empty one.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::BufRead;
 
+use serde::de::{Deserializer, Visitor};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
@@ -26,17 +27,17 @@ use crate::event::{EventSource, ObjectReference};
 #[serde(deny_unknown_fields)]
 pub struct Record<'a> {
     pub t_ns: i64,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "text")]
     pub source_component: Cow<'a, str>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "text")]
     pub source_host: Cow<'a, str>,
     #[serde(borrow)]
     pub involved: InvolvedRecord<'a>,
-    #[serde(default, borrow, rename = "type")]
+    #[serde(default, borrow, rename = "type", deserialize_with = "text")]
     pub type_: Cow<'a, str>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "text")]
     pub reason: Cow<'a, str>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "text")]
     pub message: Cow<'a, str>,
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
@@ -45,19 +46,19 @@ pub struct Record<'a> {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InvolvedRecord<'a> {
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "text")]
     pub kind: Cow<'a, str>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "text")]
     pub namespace: Cow<'a, str>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "text")]
     pub name: Cow<'a, str>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "text")]
     pub uid: Cow<'a, str>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "text")]
     pub api_version: Cow<'a, str>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "text")]
     pub resource_version: Cow<'a, str>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "text")]
     pub field_path: Cow<'a, str>,
 }
 
@@ -105,18 +106,50 @@ impl Record<'_> {
     }
 }
 
-/// Maps a serde_json error to a field error: type mismatches are `Type`, everything else `Value`.
-pub fn json_error(e: serde_json::Error) -> Error {
+/// A string field: borrowed from the line when it has no escapes; null is empty, as in a record dict.
+fn text<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> std::result::Result<Cow<'a, str>, D::Error> {
+    struct Text;
+    impl<'de> Visitor<'de> for Text {
+        type Value = Cow<'de, str>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_borrowed_str<E>(self, v: &'de str) -> std::result::Result<Self::Value, E> {
+            Ok(Cow::Borrowed(v))
+        }
+        fn visit_str<E>(self, v: &str) -> std::result::Result<Self::Value, E> {
+            Ok(Cow::Owned(v.to_owned()))
+        }
+        fn visit_string<E>(self, v: String) -> std::result::Result<Self::Value, E> {
+            Ok(Cow::Owned(v))
+        }
+        fn visit_unit<E>(self) -> std::result::Result<Self::Value, E> {
+            Ok(Cow::Borrowed(""))
+        }
+    }
+    d.deserialize_any(Text)
+}
+
+/// The error of a trace line that failed to parse, naming its field: `reason: expected a string, got 5`.
+/// Type mismatches are `Type`, everything else `Value`. Parsing a second time, with the field's path kept,
+/// costs only lines in error.
+fn line_error(line: &str, first: serde_json::Error) -> Error {
+    let (path, e) =
+        match serde_path_to_error::deserialize::<_, Record<'_>>(&mut serde_json::Deserializer::from_str(line)) {
+            Err(e) => (e.path().to_string(), e.into_inner()),
+            Ok(_) => (String::from("."), first),
+        };
     let msg = e.to_string();
     // serde_json appends " at line L column C"; the line is the trace's, so drop that part.
-    let msg = match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_owned(),
-        None => msg,
-    };
-    if msg.starts_with("invalid type") {
-        Error::type_("", msg)
-    } else {
-        Error::value("", msg)
+    let msg = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]);
+    let field = if path == "." { String::new() } else { format!("{path}: ") };
+    match msg.strip_prefix("invalid type: ").and_then(|m| m.split_once(", expected ")) {
+        Some((got, expected)) => {
+            // "integer `5`" shows the value itself; "null" or "map" has none to show.
+            let got = got.split('`').nth(1).unwrap_or(got);
+            Error::type_("", format!("{field}expected {expected}, got {got}"))
+        }
+        None => Error::value("", format!("{field}{msg}")),
     }
 }
 
@@ -148,8 +181,8 @@ impl<R: BufRead> JsonLines<R> {
                 break;
             }
         }
-        let line_no = self.line_no;
-        Some(serde_json::from_str(self.line.trim()).map_err(|e| json_error(e).at_line(line_no)))
+        let (line, line_no) = (self.line.trim(), self.line_no);
+        Some(serde_json::from_str(line).map_err(|e| line_error(line, e).at_line(line_no)))
     }
 }
 
@@ -174,13 +207,33 @@ mod tests {
     }
 
     #[test]
+    fn null_strings_are_empty_as_in_a_record_dict() {
+        let line = r#"{"t_ns": 1, "involved": {"kind": "Pod", "name": null}, "message": null, "reason": "R"}"#;
+        let r = JsonLines::new(line.as_bytes()).next_record().unwrap().unwrap().into_owned();
+        assert_eq!((&*r.message, &*r.involved.name, &*r.involved.kind, &*r.reason), ("", "", "Pod", "R"));
+    }
+
+    #[test]
     fn errors_name_the_line_and_the_problem() {
         let text = format!("{LINE}\n{{\"t_ns\": 1.5, \"involved\": {{}}}}\n");
         let mut lines = JsonLines::new(text.as_bytes());
         lines.next_record().unwrap().unwrap();
         let err = lines.next_record().unwrap().unwrap_err();
         assert!(matches!(&err, Error::Trace { line: 2, source } if matches!(**source, Error::Type { .. })), "{err}");
-        assert!(err.to_string().starts_with("line 2: invalid type: floating point"), "{err}");
+        assert_eq!(err.to_string(), "line 2: t_ns: expected i64, got 1.5");
+        for (line, expected) in [
+            (r#"{"t_ns": 1, "involved": {}, "reason": 5}"#, "line 1: reason: expected a string, got 5"),
+            (r#"{"t_ns": 1, "involved": {"kind": 3}}"#, "line 1: involved.kind: expected a string, got 3"),
+            (r#"{"t_ns": 1, "involved": {}, "type": {}}"#, "line 1: type: expected a string, got map"),
+            (
+                r#"{"t_ns": 1, "involved": {}, "annotations": {"a": 1}}"#,
+                "line 1: annotations.a: expected a string, got 1",
+            ),
+        ] {
+            let err = JsonLines::new(line.as_bytes()).next_record().unwrap().unwrap_err();
+            assert_eq!(err.to_string(), expected);
+            assert!(matches!(&err, Error::Trace { source, .. } if matches!(**source, Error::Type { .. })), "{err}");
+        }
 
         let err = JsonLines::new(r#"{"t_ns": 1}"#.as_bytes()).next_record().unwrap().unwrap_err();
         assert_eq!(err.to_string(), "line 1: missing field `involved`");
