@@ -592,3 +592,22 @@ def test_an_argument_of_the_wrong_type_is_named(args, message):
         b.new_recorder("c", "i").eventf(POD, None, *args)
     b.shutdown(timeout=10)
     assert str(info.value) == message
+
+
+@pytest.mark.parametrize("run", range(5))
+def test_occurrences_come_before_the_rounds_due_after_them_whatever_the_threads_do(run):
+    # A clock stepped past the 30-minute refresh right after a recorder call, with no wait_idle between: the
+    # refresh still counts that call's occurrence (it used to run first, when the engine thread was late).
+    clock = kubevents.FakeClock(T0)
+    sink = MemorySink()
+    b = kubevents.EventsBroadcaster(sink, clock=clock)
+    b.start_recording_to_sink()
+    rec = b.new_recorder("c", "i")
+    for _ in range(40):
+        rec.eventf(POD, None, "Warning", "BackOff", "Restart", "m")
+        clock.step(60)
+    assert b.wait_idle(30)
+    b.shutdown(timeout=30)
+    counts = [(verb, (e.get("series") or {}).get("count")) for verb, e in sink.writes]
+    # The first occurrence, the series patch, the refresh at 30 minutes, the final count at shutdown.
+    assert counts == [("create", None), ("patch", 2), ("patch", 30), ("patch", 40)]

@@ -252,8 +252,9 @@ impl Shared {
     }
 
     /// Waits for events, a `wait_idle` call, shutdown or the next due instant, then takes the queue: returns
-    /// it, the `wait_idle` call it answers, and whether the engine is stopping.
-    fn next_batch(&self, engine: &SeriesEngine) -> (VecDeque<EventV1>, u64, bool) {
+    /// it, the `wait_idle` call it answers, whether the engine is stopping, and the clock's reading taken just
+    /// before the queue was (whatever was recorded before the clock read that is in the batch).
+    fn next_batch(&self, engine: &SeriesEngine) -> (VecDeque<EventV1>, u64, bool, Option<Time>) {
         let wanted = |st: &State| !st.queue.is_empty() || st.stopping || st.kicks > st.idle_for;
         let mut st = loop {
             // Read without the state lock: a Python clock takes the GIL, which a recorder call holding the
@@ -281,42 +282,69 @@ impl Shared {
         if st.queue.len() < LINGER_BATCH && !st.stopping && st.kicks <= st.idle_for {
             st = self.wake.wait_timeout(st, LINGER).unwrap_or_else(|p| p.into_inner()).0;
         }
+        // The clock without the state lock (a Python clock takes the GIL), then the queue.
+        drop(st);
+        let now = engine.clock().now().map_err(|e| self.note_error(&e)).ok();
+        let mut st = self.state();
         st.in_hand = st.queue.len() as u64;
-        (std::mem::take(&mut st.queue), st.kicks, st.stopping)
+        (std::mem::take(&mut st.queue), st.kicks, st.stopping, now)
+    }
+
+    /// Makes the writes `decide` asked for, taking the GIL once per chunk rather than once per sink call
+    /// (taking it from a busy Python thread can cost a switch interval each time), in chunks short enough not
+    /// to starve that thread.
+    fn write(&self, engine: &mut SeriesEngine, sink: &mut PySinkV1, writes: &mut Vec<EventV1>) {
+        let mut writes = writes.drain(..);
+        while writes.len() > 0 {
+            lifecycle::attach(|_| {
+                for _ in 0..GIL_CHUNK {
+                    let Some(event) = writes.next() else { break };
+                    if let Err(e) = engine.write(event, sink) {
+                        self.note_error(&e);
+                    }
+                    self.publish(engine, writes.len());
+                }
+            });
+        }
+    }
+
+    /// The rounds and retries due by `at`, after the writes asked for so far.
+    fn run_due_at(&self, at: Time, engine: &mut SeriesEngine, sink: &mut PySinkV1, writes: &mut Vec<EventV1>) {
+        if engine.next_due() > at {
+            return;
+        }
+        self.write(engine, sink, writes);
+        if let Err(e) = engine.run_due_at(at, sink) {
+            self.note_error(&e);
+        }
     }
 
     /// The engine thread. It owns the engine: no lock is held while it calls the sink.
     fn run(&self, mut engine: SeriesEngine, mut sink: PySinkV1) {
         loop {
-            let (batch, kick, stopping) = self.next_batch(&engine);
-            // What is due goes first, so that the rounds at start run before any event is cached.
-            if let Err(e) = engine.run_due(&mut sink) {
-                self.note_error(&e);
-            }
-            // Deciding needs no GIL; the writes take it once per chunk rather than once per sink call
-            // (taking the GIL from a busy Python thread can cost a switch interval each time), in chunks short
-            // enough not to starve that thread. This thread does not ask recorder calls to give way at once:
-            // they do when the queue is half full, and until then the events pile up into larger batches.
+            let (batch, kick, stopping, now) = self.next_batch(&engine);
+            // Each occurrence comes after the rounds due by the time it happened and before those due later,
+            // whatever this thread's timing: the rounds at start run before any event is cached, and a clock
+            // stepped past a round right after a recorder call still finds that call's event counted. Deciding
+            // needs no GIL; the writes are made in chunks (`write`). This thread does not ask recorder calls to
+            // give way at once: they do when the queue is half full, and until then the events pile up into
+            // larger batches.
             let mut writes = Vec::new();
             for event in batch {
+                if let Some(t) = event.event_time {
+                    self.run_due_at(t, &mut engine, &mut sink, &mut writes);
+                }
                 match engine.decide(event) {
                     Ok(w) => writes.extend(w),
                     Err(e) => self.note_error(&e),
                 }
             }
             self.publish(&engine, writes.len());
-            let mut writes = writes.into_iter();
-            while writes.len() > 0 {
-                lifecycle::attach(|_| {
-                    for _ in 0..GIL_CHUNK {
-                        let Some(event) = writes.next() else { break };
-                        if let Err(e) = engine.write(event, &mut sink) {
-                            self.note_error(&e);
-                        }
-                        self.publish(&engine, writes.len());
-                    }
-                });
+            self.write(&mut engine, &mut sink, &mut writes);
+            if let Some(now) = now {
+                self.run_due_at(now, &mut engine, &mut sink, &mut writes);
             }
+            self.publish(&engine, 0);
             if stopping {
                 // Nothing was queued after the last batch: recorder calls drop events once stopping is set.
                 engine.shutdown(&mut sink);

@@ -177,9 +177,15 @@ impl SeriesEngine {
     }
 
     /// Runs whatever is due at the clock's present: retries first, then `finishSeries`, then
-    /// `refreshExistingEventSeries`. A round's next run is one period after it ended.
+    /// `refreshExistingEventSeries`.
     pub fn run_due(&mut self, sink: &mut dyn SinkV1) -> Result<()> {
         let now = self.clock.now()?;
+        self.run_due_at(now, sink)
+    }
+
+    /// `run_due` as of `now`: what was due by then. A round's next run is one period after `now`, so that the
+    /// rounds follow the clock's timeline, not the moments this thread got to them.
+    pub fn run_due_at(&mut self, now: Time, sink: &mut dyn SinkV1) -> Result<()> {
         while let Some(&Reverse((at, id))) = self.retry_at.peek() {
             if at > now {
                 break;
@@ -193,13 +199,13 @@ impl SeriesEngine {
             self.stats.finish_rounds += 1;
             let stats = &mut self.stats;
             self.cache.finish_round(now, |w| one_attempt(stats, sink, &w, false));
-            self.next_finish = self.clock.now()?.add_nanos(FINISH_TIME);
+            self.next_finish = now.add_nanos(FINISH_TIME);
         }
         if self.next_refresh <= now {
             self.stats.refresh_rounds += 1;
             let stats = &mut self.stats;
             self.cache.refresh_round(|w| one_attempt(stats, sink, &w, true));
-            self.next_refresh = self.clock.now()?.add_nanos(REFRESH_TIME);
+            self.next_refresh = now.add_nanos(REFRESH_TIME);
         }
         Ok(())
     }
