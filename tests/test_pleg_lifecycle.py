@@ -449,7 +449,7 @@ def interrupted(call):
     "call",
     [
         # stop() waiting for the loop's hung runtime call.
-        "pleg.start(); ctrl_c_once_waiting(); print(interrupted(pleg.stop))",
+        "pleg.start(); entered.wait(60); ctrl_c_once_waiting(); print(interrupted(pleg.stop))",
         # relist() waiting for the relist lock held by the loop.
         "pleg.start(); entered.wait(60); ctrl_c_once_waiting(); print(interrupted(pleg.relist))",
         # relist() waiting for its own inspection threads.
