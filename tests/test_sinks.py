@@ -412,3 +412,39 @@ def test_request_timeouts_are_retried(make_error):
         clock.step(12.5)
     st = v1.shutdown(timeout=10)
     assert (st["retries"], st["writes_ok"], st["abandoned"], len(v1_sink)) == (2, 1, 0, 1)
+
+
+# -- API errors: the Status body, and the log line made of it --
+
+
+def test_api_error_carries_the_status_body_the_server_sends():
+    e = ApiError(409, "AlreadyExists", 'events "x" already exists', {"name": "x", "kind": "events"})
+    assert (e.status, e.reason) == (409, "AlreadyExists")
+    assert e.body == ('{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"events \\"x\\" '
+                      'already exists","reason":"AlreadyExists","details":{"name":"x","kind":"events"},"code":409}')
+
+
+class _ClientError(Exception):
+    """What the official clients raise: the status, and the response body as text."""
+
+    def __init__(self, status, body):
+        super().__init__(f"({status})\nReason: Refused\nHTTP response headers: ...\nHTTP response body: {body}\n")
+        self.status, self.body = status, body
+
+
+@pytest.mark.parametrize("body, logged", [
+    ('{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"events is forbidden: no",'
+     '"reason":"Forbidden","code":403}', "HTTP 403: Forbidden: events is forbidden: no (after 1 tries)"),
+    # Not a Status (a proxy's page): the exception's own text.
+    ("<html>denied</html>", "HTTP 403: _ClientError: (403)\nReason: Refused"),
+])
+def test_a_refusal_is_logged_with_the_status_the_server_sent(body, logged, caplog):
+    class Refusing(MemorySink):
+        def create(self, event):
+            raise _ClientError(403, body)
+
+    with kubevents.Broadcaster(clock=kubevents.FakeClock(START)) as b:
+        b.start_recording_to_sink(Refusing())
+        b.new_recorder("ctl").event(POD, "Warning", "BackOff", "m")
+    [line] = [r.getMessage() for r in caplog.records if "will not retry" in r.getMessage()]
+    assert line.startswith("server rejected event (will not retry!): " + logged)

@@ -28,7 +28,10 @@ import copy
 import itertools
 import json
 import threading
+from collections.abc import Iterable
 from typing import Any
+
+from kubevents import _apistatus
 
 __all__ = ["DEFAULT_REQUEST_TIMEOUT", "STRATEGIC_MERGE_PATCH", "ApiError", "AsyncCoreV1Sink", "CoreV1Sink", "MemorySink"]
 
@@ -41,12 +44,20 @@ _MAX_REQUEST_TIMEOUT = 1e9
 
 
 class ApiError(Exception):
-    """An error answered by an API server, with its HTTP ``status`` and ``reason`` (``NotFound`` ...)."""
+    """An error answered by an API server: its HTTP ``status``, ``reason`` (``NotFound`` ...), and ``body``, the
+    ``Status`` object the server sends, as JSON text (as in the official clients' ``ApiException``).
 
-    def __init__(self, status: int, reason: str, message: str = "") -> None:
+    ``details`` is the Status' ``details`` (``{"name": ..., "kind": "events"}``), if any."""
+
+    def __init__(self, status: int, reason: str, message: str = "", details: dict[str, Any] | None = None) -> None:
         super().__init__(f"{status} {reason}" + (f": {message}" if message else ""))
         self.status = status
         self.reason = reason
+        self.body = _apistatus.to_json(_apistatus.status(status, reason, message, details))
+
+    @classmethod
+    def _from_status(cls, body: dict[str, Any]) -> ApiError:
+        return cls(body["code"], body["reason"], body["message"], body.get("details"))
 
 
 def _request_timeout_arg(value: object) -> float:
@@ -105,9 +116,38 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
             target[key] = copy.deepcopy(value)
 
 
+# The API server's limit on a note (events.k8s.io/v1), or the message of an event with an eventTime, in bytes.
+_NOTE_LIMIT = 1024
+
+
+def _group(event: dict[str, Any]) -> str:
+    """The API group an event is written to: core/v1 events refer to their object as ``involvedObject``."""
+    return "" if "involvedObject" in event else "events.k8s.io"
+
+
+def _validation_errors(event: dict[str, Any], name: str) -> list[tuple[str, str, str]]:
+    """What the API server's validation of a created event finds, as ``(field, value, detail)``: the note
+    limit (``legacyValidateEvent``, for events with an ``eventTime``), then the name as a path segment."""
+    if event.get("eventTime"):
+        text = event.get("note" if _group(event) else "message") or ""
+        if len(str(text).encode()) > _NOTE_LIMIT:
+            return [("message", "", f"can have at most {_NOTE_LIMIT} characters")]
+    return [("metadata.name", name, why) for why in _path_segment_errors(name)]
+
+
 class MemorySink:
-    """Keeps events as an API server would: create refuses an existing name (409) and a name that cannot be a
-    path segment (422), patch applies the patch to the stored event or answers 404, and every write gets a new
+    """Keeps events as an API server would, and refuses what it would refuse with the same status and
+    ``Status`` body (:class:`ApiError`, its ``body``):
+
+    * a create in a namespace that does not exist: 404 ``namespaces "x" not found`` (only if ``namespaces`` is
+      given: the namespaces that exist; by default every namespace does);
+    * a create the server's validation refuses: 422 ``Invalid`` (a name that cannot be a path segment; a note,
+      or the message of an event with an ``eventTime``, over 1024 bytes);
+    * a create of a name that is stored already: 409 ``AlreadyExists``;
+    * a patch of an event that is not stored: 404 ``NotFound``.
+
+    An event without ``involvedObject`` is taken as an events.k8s.io/v1 one: its errors name the resource
+    ``events.events.k8s.io``, as the server's answers on that API do. Every write gets a new
     ``resourceVersion``. A namespace, or a patch's name, that the client sinks refuse raises the same
     ``ValueError``. Thread-safe.
 
@@ -115,23 +155,24 @@ class MemorySink:
     event)``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, namespaces: Iterable[str] | None = None) -> None:
         self._lock = threading.Lock()
         self._store: dict[tuple[str, str], dict[str, Any]] = {}
         self._versions = itertools.count(1)
+        self.namespaces = None if namespaces is None else set(namespaces)
         self.writes: list[tuple[str, dict[str, Any]]] = []
 
     def create(self, event: dict[str, Any]) -> dict[str, Any]:
         key = (_namespace(event), _name(event))
-        errors = _path_segment_errors(key[1])
+        # The server's order: the namespace (admission), validation, then the store.
+        if self.namespaces is not None and key[0] not in self.namespaces:
+            raise ApiError._from_status(_apistatus.not_found("", "namespaces", key[0]))
+        errors = _validation_errors(event, key[1])
         if errors:
-            # The API server's check of every created object's name (rest.BeforeCreate).
-            name = json.dumps(key[1], ensure_ascii=False)
-            raise ApiError(422, "Invalid", f"Event {name} is invalid: metadata.name: Invalid value: {name}: "
-                           + ", ".join(errors))
+            raise ApiError._from_status(_apistatus.invalid("Event", key[1], errors))
         with self._lock:
             if key in self._store:
-                raise ApiError(409, "AlreadyExists", f'events "{key[1]}" already exists')
+                raise ApiError._from_status(_apistatus.already_exists(_group(event), "events", key[1]))
             stored = copy.deepcopy(event)
             stored["metadata"]["namespace"] = key[0]
             stored["metadata"]["resourceVersion"] = str(next(self._versions))
@@ -145,7 +186,7 @@ class MemorySink:
         with self._lock:
             stored = self._store.get(key)
             if stored is None:
-                raise ApiError(404, "NotFound", f'events "{key[1]}" not found')
+                raise ApiError._from_status(_apistatus.not_found(_group(event), "events", key[1]))
             _merge(stored, changes)
             stored["metadata"]["resourceVersion"] = str(next(self._versions))
             self.writes.append(("patch", copy.deepcopy(stored)))

@@ -128,8 +128,9 @@ impl PySinkV1 {
                 Ok(out) if answer && out.is_instance_of::<PyDict>() => Ok(event_v1_from_py(&out, "sink answer").ok()),
                 Ok(_) => Ok(None),
                 Err(e) => {
+                    let detail = e.to_string();
                     let e = sink_error(e);
-                    log_failure(py, if create { "create" } else { "patch" }, &e);
+                    log_failure(py, create, &e, &detail);
                     Err(e)
                 }
             }
@@ -149,14 +150,19 @@ fn sink_error(e: WriteError) -> SinkError {
     }
 }
 
-fn log_failure(py: Python<'_>, method: &str, e: &SinkError) {
-    let (what, detail) = match e {
-        SinkError::NotFound | SinkError::AlreadyExists => return,
-        SinkError::Transient(m) => ("Unable to write event (may retry after sleeping)", m),
-        SinkError::Rejected(m) => ("Server rejected event (will not retry!)", m),
+/// Logs a failed call as `recordEvent` does. Quiet are the answers it handles: a patch that finds nothing (a
+/// create follows) and a create that finds the event there (a series' create is retried; client-go logs a
+/// plain one at V(5) only). A create that finds nothing (a missing namespace) is rejected, as in client-go.
+fn log_failure(py: Python<'_>, create: bool, e: &SinkError, detail: &str) {
+    let what = match e {
+        SinkError::NotFound if !create => return,
+        SinkError::AlreadyExists => return,
+        SinkError::Transient(_) => "Unable to write event (may retry after sleeping)",
+        SinkError::NotFound | SinkError::Rejected(_) => "Server rejected event (will not retry!)",
         // No answer of the server: the sink itself failed (a bug in it, a request it could not make).
-        SinkError::RequestConstruction(m) => ("The sink failed (will not retry!)", m),
+        SinkError::RequestConstruction(_) => "The sink failed (will not retry!)",
     };
+    let method = if create { "create" } else { "patch" };
     let logged = py
         .import("logging")
         .and_then(|l| l.call_method1("getLogger", ("kubevents",)))

@@ -28,20 +28,43 @@ const LOOP_CHECK: Duration = Duration::from_millis(100);
 /// clients' `ApiException`), else `TypeError`/`ValueError` give up and anything else is retried.
 pub fn classify(py: Python<'_>, err: &PyErr) -> WriteError {
     let value = err.value(py);
-    let message = format!("{}: {}", value.get_type().name().map(|n| n.to_string()).unwrap_or_default(), value);
+    let message = || format!("{}: {}", value.get_type().name().map(|n| n.to_string()).unwrap_or_default(), value);
     if let Ok(Some(status)) = value.getattr_opt(intern!(py, "status")) {
         if status.is_instance_of::<PyInt>() {
             // `ApiException(status=0)` is the client's own error, not an HTTP answer.
             if let Ok(s @ 100..=599) = status.extract::<u16>() {
-                return WriteError::status(s, message);
+                return WriteError::status(s, status_text(py, value).unwrap_or_else(message));
             }
         }
     }
+    let message = message();
     if err.is_instance_of::<PyTypeError>(py) || err.is_instance_of::<PyValueError>(py) {
         WriteError::give_up(message)
     } else {
         WriteError::retry(message)
     }
+}
+
+/// The `Status` the server answered, from the exception's `body` (as the official clients' `ApiException` and
+/// `kubevents.sinks.ApiError` carry it), as `Reason: message`: one line, where the client's own text spans
+/// several with the response headers.
+fn status_text(py: Python<'_>, value: &Bound<'_, PyAny>) -> Option<String> {
+    let body = value.getattr_opt(intern!(py, "body")).ok()??;
+    if !(body.is_instance_of::<PyString>() || body.is_instance_of::<PyBytes>()) {
+        return None;
+    }
+    let status = py.import(intern!(py, "json")).ok()?.call_method1(intern!(py, "loads"), (body,)).ok()?;
+    let status = status.cast_into::<PyDict>().ok()?;
+    let field = |key: &str| -> Option<String> { status.get_item(key).ok()??.extract().ok() };
+    if field("kind")? != "Status" {
+        return None;
+    }
+    let (reason, message) = (field("reason").unwrap_or_default(), field("message").unwrap_or_default());
+    Some(match (reason.is_empty(), message.is_empty()) {
+        (false, false) => format!("{reason}: {message}"),
+        (true, _) => message,
+        (false, true) => reason,
+    })
 }
 
 /// What a broadcaster keeps of the exceptions raised by its sinks and callbacks: the first one that is not an
