@@ -106,6 +106,7 @@ class FakeApiServer:
         self._hangs = 0
         self._released = threading.Event()
         self._versions = itertools.count(1)
+        self._suffixes = itertools.count(1)
         self._lock = threading.Lock()
         pattern = re.compile("^" + re.escape(prefix) + r"/namespaces/([^/]+)/events(?:/([^/]+))?$")
         self._pattern = pattern
@@ -147,6 +148,10 @@ class FakeApiServer:
             self._hangs -= hang
         if hang:
             return self.hung(request)
+        if request.method == "POST" and body and "name" not in body["metadata"] and "generateName" in body["metadata"]:
+            # The API server makes the name (a random 5-character suffix; a counter here, to be predictable).
+            body = copy.deepcopy(body)
+            body["metadata"]["name"] = f'{body["metadata"]["generateName"]}{next(self._suffixes):05d}'
         with self._lock:
             if self._failures:
                 code = self._failures.pop(0)
