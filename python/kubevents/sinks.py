@@ -30,7 +30,8 @@ import json
 import threading
 from typing import Any
 
-__all__ = ["DEFAULT_REQUEST_TIMEOUT", "STRATEGIC_MERGE_PATCH", "ApiError", "AsyncCoreV1Sink", "CoreV1Sink", "MemorySink"]
+__all__ = ["DEFAULT_REQUEST_TIMEOUT", "STRATEGIC_MERGE_PATCH", "ApiError", "AsyncCoreV1Sink", "CoreV1Sink",
+           "MemorySink"]
 
 #: The content type of the patches the broadcaster sends (client-go's ``types.StrategicMergePatchType``).
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
