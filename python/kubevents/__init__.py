@@ -16,7 +16,8 @@ Example::
     1
     >>> clock.step(10)  # doctest: +ELLIPSIS
     datetime.datetime(...)
-    >>> c.correlate(kubevents.make_event(pod, "Warning", "BackOff", "Back-off restarting", source="kubelet", clock=clock)).patch
+    >>> ev = kubevents.make_event(pod, "Warning", "BackOff", "Back-off restarting", source="kubelet", clock=clock)
+    >>> c.correlate(ev).patch
     b'{"count":2,"lastTimestamp":"2023-11-14T22:13:30Z","message":"Back-off restarting"}'
 
 Where kubevents deliberately differs from client-go:
@@ -29,7 +30,6 @@ Where kubevents deliberately differs from client-go:
 """
 
 # First: the exit and fork hooks must be in place before anything starts a thread.
-from kubevents import _lifecycle
 from kubevents._lifecycle import DEFAULT_EXIT_TIMEOUT, get_exit_timeout, set_exit_timeout
 from kubevents._native import (
     DEFAULT_QPS,
@@ -44,6 +44,8 @@ from kubevents._native import (
     simulate,
 )
 
+# Each feature keeps its own block of imports (merges stay local); isort would fold them into one.
+# isort: split
 # -- recording pipeline --
 from kubevents._native import Broadcaster, Recorder, Watcher, object_reference, register_kind
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 import kubevents
 from kubevents._cli import add_trace_options, trace_of
@@ -36,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def report(sim: kubevents.Simulation, top: int) -> dict:
+def report(sim: kubevents.Simulation, top: int) -> dict[str, Any]:
     t = sim.totals
     writes = t["creates"] + t["patches"]
     saved = 100.0 * (1 - writes / t["events"]) if t["events"] else 0.0
@@ -52,7 +54,7 @@ def report(sim: kubevents.Simulation, top: int) -> dict:
     }
 
 
-def _table(r: dict) -> str:
+def _table(r: Mapping[str, Any]) -> str:
     rows = [
         ("events in", r["events"]),
         ("creates", r["creates"]),

@@ -4,7 +4,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from os import PathLike
-from typing import Any, Literal, Protocol, Self, TypedDict, final
+from typing import Any, Literal, Protocol, Self, TypeAlias, TypedDict, final
 
 __all__ = [
     "DEFAULT_QPS",
@@ -35,14 +35,14 @@ class _SupportsNow(Protocol):
 
     def now(self) -> datetime | float | int: ...
 
-_ClockLike = RealClock | FakeClock | IntervalClock | _SupportsNow
-_TimeLike = datetime | float | int
-_DurationLike = timedelta | float | int
+_ClockLike: TypeAlias = RealClock | FakeClock | IntervalClock | _SupportsNow
+_TimeLike: TypeAlias = datetime | float | int
+_DurationLike: TypeAlias = timedelta | float | int
 
-_Event = dict[str, Any]
+_Event: TypeAlias = dict[str, Any]
 """A core/v1 Event in the Kubernetes JSON shape (camelCase keys, RFC 3339 timestamps)."""
 
-_Record = Mapping[str, Any]
+_Record: TypeAlias = Mapping[str, Any]
 """A trace record (see ``kubevents.traces``)."""
 
 @final
@@ -499,14 +499,14 @@ __all__ += [
     "diff",
 ]
 
-_ContainerLike = Mapping[str, str] | tuple[str, str]
+_ContainerLike: TypeAlias = Mapping[str, str] | tuple[str, str]
 """A container or sandbox: ``{"id", "state"}`` or ``(id, state)``; state is created/running/exited/unknown."""
 
-_PodLike = Mapping[str, Any] | tuple[str, str, str, Iterable[_ContainerLike], Iterable[_ContainerLike]] | Pod
+_PodLike: TypeAlias = Mapping[str, Any] | tuple[str, str, str, Iterable[_ContainerLike], Iterable[_ContainerLike]] | Pod
 """A runtime pod: a dict (``id``, ``name``, ``namespace``, ``containers``, ``sandboxes``), a
 ``(id, name, namespace, containers, sandboxes)`` tuple, or a ``Pod``."""
 
-_Status = dict[str, Any]
+_Status: TypeAlias = dict[str, Any]
 """A pod status dict; the PLEG reads ``ips``, ``sandbox_statuses`` and ``timestamp`` and keeps the rest."""
 
 class _Runtime(Protocol):

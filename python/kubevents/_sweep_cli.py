@@ -77,9 +77,9 @@ def main(argv: list[str]) -> int:
     columns = list(grid) + [m for m in (TABLE if not args.metrics else metrics) if m in metrics]
     table = [[_cell(r[c]) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in table)) for i, c in enumerate(columns)]
-    print("  ".join(c.rjust(w) for c, w in zip(columns, widths)))
+    print("  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True)))
     for row in table:
-        print("  ".join(v.rjust(w) for v, w in zip(row, widths)))
+        print("  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)))
     if args.csv:
         with open(args.csv, "w", newline="", encoding="utf-8") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else list(grid) + metrics)

@@ -482,7 +482,8 @@ class AsyncEventsV1Sink:
     async def create(self, event: EventV1) -> Any:
         """POSTs the event to its namespace; returns the stored event."""
         ns, _ = _path(event, "create")
-        return _plain(self.api, await self.api.create_namespaced_event(ns, event, _request_timeout=self.request_timeout))
+        return _plain(self.api,
+                      await self.api.create_namespaced_event(ns, event, _request_timeout=self.request_timeout))
 
     async def patch(self, event: EventV1, patch: bytes) -> Any:
         """PATCHes the named event with a strategic merge patch; returns the stored event."""

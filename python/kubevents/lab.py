@@ -107,7 +107,7 @@ def combinations(grid: _Grid) -> list[dict[str, float]]:
             if isinstance(v, (str, bytes)) or not isinstance(v, Iterable):
                 raise TypeError(f"grid[{name!r}]: expected a list of values, got {type(v).__name__}")
             values.append(list(v))
-        return [dict(zip(names, combo)) for combo in itertools.product(*values)]
+        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
     if isinstance(grid, (str, bytes)) or not isinstance(grid, Sequence):
         raise TypeError(f"grid: expected a dict of option lists or a list of option dicts, got {type(grid).__name__}")
     return [dict(c) for c in grid]
@@ -177,13 +177,14 @@ def sweep(
     try:
         if executor is None:
             on_result: Callable[[int, Any], None] | None = (lambda i, m: bar.update(1)) if bar else None
-            results: Sequence[Mapping[str, Any]] = replay_grid(trace, combos, window=window, workers=workers, on_result=on_result)
+            results: Sequence[Mapping[str, Any]] = replay_grid(trace, combos, window=window, workers=workers,
+                                                               on_result=on_result)
         else:
             results = _sweep_on(executor, trace, combos, window, workers, chunksize, bar)
     finally:
         if bar is not None:
             bar.close()
-    return SweepResult(row(c, r) for c, r in zip(combos, results))
+    return SweepResult(row(c, r) for c, r in zip(combos, results, strict=True))
 
 
 def _sweep_on(

@@ -60,7 +60,7 @@ def writes_over_time(trace: _Trace, *, bin_s: float = 60.0, ax: Any = None, log:
     width = int(bin_s * 1e9)
     every: Counter[int] = Counter()
     written: Counter[int] = Counter()
-    for r, d in zip(records, decisions):
+    for r, d in zip(records, decisions, strict=True):
         b = (r["t_ns"] - t0) // width
         every[b] += 1
         if d["action"] != "skip":
@@ -122,7 +122,7 @@ def budget_timeline(trace: _Trace, *, objects: int = 8, ax: Any = None, **option
         return ax
     writes: dict[str, list[float]] = {}
     skips: dict[str, list[float]] = {}
-    for r, d in zip(records, decisions):
+    for r, d in zip(records, decisions, strict=True):
         lane = skips if d["action"] == "skip" else writes
         lane.setdefault(_object(r), []).append((r["t_ns"] - t0) / 60e9)
     top = sorted(skips, key=lambda o: (-len(skips[o]), o))[:objects]

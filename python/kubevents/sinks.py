@@ -33,7 +33,8 @@ from typing import Any
 
 from kubevents import _apistatus
 
-__all__ = ["DEFAULT_REQUEST_TIMEOUT", "STRATEGIC_MERGE_PATCH", "ApiError", "AsyncCoreV1Sink", "CoreV1Sink", "MemorySink"]
+__all__ = ["DEFAULT_REQUEST_TIMEOUT", "STRATEGIC_MERGE_PATCH", "ApiError", "AsyncCoreV1Sink", "CoreV1Sink",
+           "MemorySink"]
 
 #: The content type of the patches the broadcaster sends (client-go's ``types.StrategicMergePatchType``).
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"

@@ -15,11 +15,14 @@ and ``annotations`` (a dict of str) are optional. Unknown keys are an error, so 
 from __future__ import annotations
 
 import datetime as _dt
+import heapq
 import json
 import os
 import random
 import re
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypedDict
 
 __all__ = ["kubelet_storm"]
 
@@ -28,7 +31,8 @@ _S = 10**9
 _NODE = "node-7"
 
 
-def _record(t_ns, pod, reason, type_, message, *, container="", component="kubelet"):
+def _record(t_ns: int, pod: tuple[str, str], reason: str, type_: str, message: str, *, container: str = "",
+            component: str = "kubelet") -> dict[str, Any]:
     ns, name = pod
     return {
         "t_ns": t_ns,
@@ -48,7 +52,7 @@ def _record(t_ns, pod, reason, type_, message, *, container="", component="kubel
     }
 
 
-def kubelet_storm(seed: int = 7, minutes: int = 60) -> list[dict]:
+def kubelet_storm(seed: int = 7, minutes: int = 60) -> list[dict[str, Any]]:
     """An hour of one node during an incident, as its kubelet (and the scheduler) record it.
 
     About seven thousand events: a rollout whose new pods crash-loop (restart back-off from 10 s to 5 min,
@@ -59,15 +63,15 @@ def kubelet_storm(seed: int = 7, minutes: int = 60) -> list[dict]:
     """
     rng = random.Random(seed)
     end = _T0 + minutes * 60 * _S
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
 
-    def at(seconds):
+    def at(seconds: float) -> int:
         return _T0 + int(seconds * _S)
 
-    def jitter(base):
+    def jitter(base: float) -> float:
         return base * (0.9 + 0.2 * rng.random())
 
-    def start_pod(t, pod, image, container):
+    def start_pod(t: float, pod: tuple[str, str], image: str, container: str) -> float:
         out.append(_record(at(t), pod, "Scheduled", "Normal", f"Successfully assigned {pod[0]}/{pod[1]} to {_NODE}",
                            component="default-scheduler"))
         out.append(_record(at(t + 1), pod, "Pulling", "Normal", f'Pulling image "{image}"', container=container))
@@ -135,8 +139,8 @@ def kubelet_storm(seed: int = 7, minutes: int = 60) -> list[dict]:
             out.append(_record(at(t), pod, "Unhealthy", "Warning", message, container="elasticsearch"))
             if rng.random() < 0.2:
                 out.append(_record(at(t + 0.5), pod, "Unhealthy", "Warning",
-                                   'Liveness probe failed: Get "http://10.4.7.%d:9200/_cluster/health": context '
-                                   'deadline exceeded (Client.Timeout exceeded while awaiting headers)' % (20 + i),
+                                   f'Liveness probe failed: Get "http://10.4.7.{20 + i}:9200/_cluster/health": '
+                                   'context deadline exceeded (Client.Timeout exceeded while awaiting headers)',
                                    container="elasticsearch"))
             t += jitter(10)
 
@@ -161,10 +165,6 @@ def kubelet_storm(seed: int = 7, minutes: int = 60) -> list[dict]:
 
 # --- Synthetic workloads, JSON Lines files and traces from real clusters -------------------------------------
 
-import heapq  # noqa: E402
-from collections.abc import Iterable, Iterator, Mapping  # noqa: E402
-from typing import Any  # noqa: E402
-
 __all__ += ["MAX_COUNT", "WORKLOADS", "KubectlTrace", "Workload", "from_kubectl", "generate", "read_jsonl",
             "write_jsonl"]
 
@@ -172,30 +172,31 @@ _BASE_NS = 1_700_000_000_000_000_000
 _MS = 1_000_000
 
 
-def _w_pod(i, namespace="default", field_path=""):
+def _w_pod(i: int, namespace: str = "default", field_path: str = "") -> dict[str, str]:
     return {"kind": "Pod", "namespace": namespace, "name": f"pod-{i}", "uid": f"uid-pod-{i}",
             "api_version": "v1", "field_path": field_path}
 
 
-def _w_event(t_ns, involved, type_, reason, message, host="node-0"):
+def _w_event(t_ns: int, involved: dict[str, str], type_: str, reason: str, message: str,
+             host: str = "node-0") -> dict[str, Any]:
     return {"t_ns": t_ns, "source_component": "kubelet", "source_host": host, "involved": involved,
             "type": type_, "reason": reason, "message": message}
 
 
-def _unique(n, rng):
+def _unique(n: int, rng: random.Random) -> Iterator[dict[str, Any]]:
     for i in range(n):
         yield _w_event(_BASE_NS + i * _MS, _w_pod(i), "Normal", "Scheduled",
                        f"Successfully assigned default/pod-{i} to node-{i % 50}", host=f"node-{i % 50}")
 
 
-def _identical(n, rng):
+def _identical(n: int, rng: random.Random) -> Iterator[dict[str, Any]]:
     for i in range(n):
         k = (i * 7919) % 200
         yield _w_event(_BASE_NS + i * 50 * _MS, _w_pod(k, field_path="spec.containers{app}"), "Warning", "BackOff",
                        f"Back-off restarting failed container app in pod pod-{k}", host=f"node-{k % 20}")
 
 
-def _similar(n, rng):
+def _similar(n: int, rng: random.Random) -> Iterator[dict[str, Any]]:
     for i in range(n):
         k = rng.randrange(100)
         j = rng.randrange(30)
@@ -217,10 +218,10 @@ _MIXED_REASONS = [
 ]
 
 
-def _mixed(n, rng):
+def _mixed(n: int, rng: random.Random) -> Iterator[dict[str, Any]]:
     weights = [r[2] for r in _MIXED_REASONS]
     t = _BASE_NS
-    last_by_pod = {}
+    last_by_pod: dict[int, dict[str, Any]] = {}
     for _ in range(n):
         t += max(1, int(rng.expovariate(1.0 / (5 * _MS))))
         k = int(5000 * rng.random() ** 2.5)  # skewed: a few pods are much busier than the rest
@@ -238,14 +239,16 @@ def _mixed(n, rng):
         yield ev
 
 
-def _storm(n, rng):
+def _storm(n: int, rng: random.Random) -> Iterator[dict[str, Any]]:
     for i in range(n):
         k = i % 20
         yield _w_event(_BASE_NS + i * _MS, _w_pod(k, field_path="spec.containers{app}"), "Warning", "BackOff",
                        "Back-off restarting failed container app", host="node-0")
 
 
-WORKLOADS = {"unique": _unique, "identical": _identical, "similar": _similar, "mixed": _mixed, "storm": _storm}
+WORKLOADS: dict[str, Callable[[int, random.Random], Iterator[dict[str, Any]]]] = {
+    "unique": _unique, "identical": _identical, "similar": _similar, "mixed": _mixed, "storm": _storm,
+}
 """The synthetic workloads of ``generate``:
 
 * ``unique``: every event about a different pod, reason Scheduled; +1 ms per event.
@@ -321,7 +324,7 @@ _COMBINED = "(combined from similar events): "
 _RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
 
 
-def _parse_time(value, where):
+def _parse_time(value: object, where: str) -> int:
     if not isinstance(value, str):
         raise TypeError(f"{where}: expected an RFC 3339 string, got {type(value).__name__}")
     m = _RFC3339.match(value.strip())
@@ -333,7 +336,7 @@ def _parse_time(value, where):
     return seconds * 10**9 + int((frac or "").ljust(9, "0"))
 
 
-def _object(value, where):
+def _object(value: object, where: str) -> dict[str, Any]:
     """A JSON object field: a dict, or {} when missing or null; anything else is a TypeError naming it."""
     if value is None:
         return {}
@@ -342,7 +345,7 @@ def _object(value, where):
     return value
 
 
-def _string(obj, key, where):
+def _string(obj: Mapping[str, Any], key: str, where: str) -> str:
     """A str field of a JSON object: "" when missing or null; anything else is a TypeError naming it."""
     value = obj.get(key)
     if value is None:
@@ -352,7 +355,7 @@ def _string(obj, key, where):
     return value
 
 
-def _field(item, dotted, where):
+def _field(item: Mapping[str, Any], dotted: str, where: str) -> object:
     """The value at a dotted path of an item (None when missing); a parent that is not an object is an error."""
     *parents, last = dotted.split(".")
     for part in parents:
@@ -361,7 +364,7 @@ def _field(item, dotted, where):
     return item.get(last)
 
 
-def _first_time(item, names, where):
+def _first_time(item: Mapping[str, Any], names: Iterable[str], where: str) -> int | None:
     for name in names:
         value = _field(item, name, where)
         if value:
@@ -369,7 +372,7 @@ def _first_time(item, names, where):
     return None
 
 
-def _count(item, names, where):
+def _count(item: Mapping[str, Any], names: Iterable[str], where: str) -> int:
     """The first count field set (1 when none is), checked: a positive int at most ``MAX_COUNT``."""
     for name in names:
         count = _field(item, name, where)
@@ -387,14 +390,26 @@ def _count(item, names, where):
     return count
 
 
+class _Shape(TypedDict):
+    """Where one Event shape keeps the parts of a trace record."""
+
+    reference: str
+    source: str
+    reporter: str
+    message: str
+    count: tuple[str, ...]
+    first: tuple[str, ...]
+    last: tuple[str, ...]
+
+
 # Where each shape keeps the parts of a trace record; the first field present wins.
-_CORE_V1 = {
+_CORE_V1: _Shape = {
     "reference": "involvedObject", "source": "source", "reporter": "reportingComponent", "message": "message",
     "count": ("count", "series.count"),
     "first": ("firstTimestamp", "eventTime", "metadata.creationTimestamp"),
     "last": ("lastTimestamp", "series.lastObservedTime", "eventTime"),
 }
-_EVENTS_V1 = {
+_EVENTS_V1: _Shape = {
     "reference": "regarding", "source": "deprecatedSource", "reporter": "reportingController", "message": "note",
     "count": ("series.count", "deprecatedCount"),
     "first": ("deprecatedFirstTimestamp", "eventTime", "metadata.creationTimestamp"),
@@ -402,10 +417,10 @@ _EVENTS_V1 = {
 }
 
 
-def _involved(ref, where):
+def _involved(ref: object, where: str) -> dict[str, str]:
     if not isinstance(ref, dict):
         raise TypeError(f"{where}: expected an object reference, got {type(ref).__name__}")
-    out = {}
+    out: dict[str, str] = {}
     for camel, snake in (("kind", "kind"), ("namespace", "namespace"), ("name", "name"), ("uid", "uid"),
                          ("apiVersion", "api_version"), ("resourceVersion", "resource_version"),
                          ("fieldPath", "field_path")):
@@ -416,7 +431,11 @@ def _involved(ref, where):
     return out
 
 
-def _occurrences(item, where):
+# What ``_occurrences`` returns.
+_Occurrences = tuple[dict[str, str], str, str, str, str, str, int, int, int]
+
+
+def _occurrences(item: object, where: str) -> _Occurrences:
     """(involved, source component, host, type, reason, message, count, first, last) of one stored event."""
     if not isinstance(item, dict):
         raise TypeError(f"{where}: expected an Event object, got {type(item).__name__}")
@@ -440,7 +459,7 @@ def _occurrences(item, where):
     return (involved, component, host, type_, reason, message, count, first, last)
 
 
-def _expand(event):
+def _expand(event: _Occurrences) -> Iterator[dict[str, Any]]:
     """The records of one stored event's occurrences, in time order."""
     involved, component, host, type_, reason, message, count, first, last = event
     span = last - first
@@ -457,7 +476,7 @@ class KubectlTrace:
     events, ``list(trace)`` materialises the records.
     """
 
-    def __init__(self, events: list[tuple[Any, ...]]) -> None:
+    def __init__(self, events: list[_Occurrences]) -> None:
         self._events = events
         self._len = sum(e[6] for e in events)
 
