@@ -24,7 +24,9 @@ def status(code: int, reason: str, message: str, details: dict[str, Any] | None 
     return out
 
 
-def _details(name: str = "", group: str = "", kind: str = "", causes: list[dict[str, str]] | None = None) -> dict:
+def _details(
+    name: str = "", group: str = "", kind: str = "", causes: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
     pairs = (("name", name), ("group", group), ("kind", kind), ("causes", causes))
     return {k: v for k, v in pairs if v}
 

@@ -300,5 +300,5 @@ def install(
         # Once per process: _enqueue passes the events of operators without kubevents on to kopf's own.
         if _kopf_posting.enqueue is not _enqueue:
             _kopf_enqueue = _kopf_posting.enqueue
-            setattr(_kopf_posting, "enqueue", _enqueue)
+            _kopf_posting.enqueue = _enqueue
     return broadcaster
