@@ -4,6 +4,7 @@ under Ctrl-C and timeouts. What could crash or hang runs in a child process with
 from __future__ import annotations
 
 import logging
+import os
 import textwrap
 import threading
 
@@ -252,6 +253,18 @@ class Interrupting(FakeRuntime):
         return next((p for p in self.pods if p["id"] == uid), None)
 
 
+def inspection_threads() -> int:
+    """The PLEG's inspection threads alive (named kubevents-pleg-inspect, cut to 15 characters)."""
+    count = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                count += f.read().startswith("kubevents-pleg-")
+        except FileNotFoundError:  # ended meanwhile
+            pass
+    return count
+
+
 PODS = [pod("a", [C("c", "running")]), pod("b", [C("c", "running")]), pod("c", [C("c", "running")])]
 
 
@@ -267,6 +280,9 @@ def test_an_interrupt_in_get_pod_status_stops_the_relist_and_is_raised(exc, insp
     assert pleg.cache.get("b") == ({"id": "b"}, None)
     assert pleg.stats()["inspection_errors"] == 0
     assert pleg.cache.timestamp is None
+    # An inspection thread may still be finishing a call it began before the interrupt; a relist meanwhile
+    # would take that pod's call for a hung one (by design), so wait for the thread to end first.
+    wait_for(lambda: inspection_threads() == 0, "the interrupted relist's inspection threads to end")
     rt.exc = None
     pleg.relist()
     events = pleg.watch().drain()
