@@ -62,6 +62,10 @@ fn kubevents_logger(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 /// A thread each: far more than any API server takes from one client at once.
 const MAX_WORKERS: i64 = 1024;
 
+/// Under pressure, one recorder call in this many looks for drops at the watchers' queues (a queue of 1000
+/// fills in more calls than that; `shutdown` looks too).
+const DROP_CHECK_EVERY: u64 = 64;
+
 /// How often at most a recorder warns that it is dropping events.
 const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -81,6 +85,8 @@ struct Shared {
     failures: Arc<Failures>,
     /// Watcher drops logged so far.
     watcher_drops_logged: AtomicU64,
+    /// Recorder calls that found a watcher behind (`DROP_CHECK_EVERY`).
+    pressured_calls: AtomicU64,
     /// The fork generation the broadcaster was made in.
     generation: u64,
 }
@@ -223,6 +229,7 @@ impl PyBroadcaster {
                 sink_loops: PyList::empty(py).unbind(),
                 failures: Arc::default(),
                 watcher_drops_logged: AtomicU64::new(0),
+                pressured_calls: AtomicU64::new(0),
                 generation: lifecycle::generation(),
             }),
         })
@@ -567,8 +574,11 @@ impl PyRecorder {
                 // keeps a burst from overflowing its queue. Never on an asyncio loop's thread, which the
                 // wait would stall, async sinks included.
                 if core.under_pressure() {
-                    // Full watcher queues are where drops happen, and only under pressure.
-                    self.shared.warn_watcher_drops();
+                    // Full watcher queues are where drops happen, and only under pressure; summing the queues'
+                    // drops takes their lock, so a burst looks every `DROP_CHECK_EVERY` calls.
+                    if self.shared.pressured_calls.fetch_add(1, Ordering::Relaxed) % DROP_CHECK_EVERY == 0 {
+                        self.shared.warn_watcher_drops();
+                    }
                     if self.shared.running_loop.bind(py).call0()?.is_none() {
                         lifecycle::detach(py, || core.relieve());
                     }
