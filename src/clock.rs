@@ -1,5 +1,6 @@
 //! Clocks. Everything time-dependent takes one, so tests and replays run on virtual time.
 
+use crate::sync::lock;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -104,17 +105,17 @@ pub struct StopSignal {
 
 impl StopSignal {
     pub fn stop(&self) {
-        *self.stopped.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        *lock(&self.stopped) = true;
         self.cv.notify_all();
     }
 
     pub fn is_stopped(&self) -> bool {
-        *self.stopped.lock().unwrap_or_else(|p| p.into_inner())
+        *lock(&self.stopped)
     }
 
     /// Waits up to `d` or until stopped; returns whether stopped.
     pub fn wait(&self, d: Duration) -> bool {
-        let g = self.stopped.lock().unwrap_or_else(|p| p.into_inner());
+        let g = lock(&self.stopped);
         let (g, _) = self.cv.wait_timeout_while(g, d, |s| !*s).unwrap_or_else(|p| p.into_inner());
         *g
     }

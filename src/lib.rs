@@ -6,10 +6,10 @@
 // client-go tools/record: the correlator, the broadcaster and its sinks
 pub mod broadcaster;
 pub mod correlator;
-pub mod pipeline;
 pub mod recorder;
 pub mod reference;
 pub mod sink;
+pub mod watch;
 // client-go tools/events: events.k8s.io/v1 series
 pub mod series;
 // the kubelet's pod lifecycle event generator and pod status cache
@@ -21,6 +21,7 @@ pub mod clock;
 pub mod error;
 pub mod event;
 pub mod names;
+pub mod sync;
 pub mod threads;
 pub mod time;
 

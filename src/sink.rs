@@ -3,6 +3,7 @@
 //!
 //! The retry loop is generic over what one attempt does, so recorders of other event APIs reuse it.
 
+use crate::sync::lock;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -271,7 +272,7 @@ pub fn record_to_sink(
 ) -> (Result<Written, Abandoned>, u32) {
     let (result, tries) = with_retries(policy, sleeper, rng, || record_event(sink, &mut event, patch));
     let result = result.map(|(answer, written)| {
-        correlator.lock().unwrap_or_else(|p| p.into_inner()).update_state(answer.as_ref().unwrap_or(&event));
+        lock(correlator).update_state(answer.as_ref().unwrap_or(&event));
         written
     });
     (result, tries)

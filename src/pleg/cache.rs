@@ -8,6 +8,7 @@
 //! touching its status. Its Go code was not available; it is treated as a per-pod `UpdateTime` with the same
 //! two comparisons, so that it answers waiters exactly as a global relist at that time would.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -66,14 +67,14 @@ impl<S, E> Slot<S, E> {
     }
 
     fn fill(&self, v: Lookup<S, E>) {
-        *self.value.lock().unwrap_or_else(|e| e.into_inner()) = Some(v);
+        *lock(&self.value) = Some(v);
         self.cv.notify_all();
     }
 
     /// Waits up to `timeout` for the value.
     pub fn wait(&self, timeout: Duration) -> Option<Lookup<S, E>> {
         let deadline = Instant::now() + timeout;
-        let mut v = self.value.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v = lock(&self.value);
         loop {
             if let Some(x) = v.take() {
                 return Some(x);
@@ -143,7 +144,7 @@ impl<S, E> PodCache<S, E> {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner<S, E>> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.inner)
     }
 
     pub fn get(&self, id: &str) -> Lookup<S, E> {

@@ -1,5 +1,6 @@
 //! The PLEG's event channel: bounded, sends never block (a full channel drops and counts), receives wait.
 
+use crate::sync::lock;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -43,7 +44,7 @@ impl EventChannel {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     pub fn capacity(&self) -> usize {
@@ -148,11 +149,11 @@ impl EventChannel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pleg::pod::EventType;
+    use crate::pleg::pod::PodLifecycleEventType;
     use std::sync::Arc;
 
     fn ev(i: usize) -> PodLifecycleEvent {
-        PodLifecycleEvent::new(format!("p{i}"), EventType::PodSync, None)
+        PodLifecycleEvent::new(format!("p{i}"), PodLifecycleEventType::PodSync, None)
     }
 
     #[test]

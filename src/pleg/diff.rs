@@ -1,7 +1,7 @@
 //! The relist's pure comparison of one pod's old and new listing (`computeEvents`, `generateEvents`,
 //! `getContainersFromPods`, `getContainerState`).
 
-use super::pod::{Container, ContainerState, EventType, Pod, PodLifecycleEvent};
+use super::pod::{Container, ContainerState, Pod, PodLifecycleEvent, PodLifecycleEventType};
 
 /// `plegContainerState`: the runtime state plus "non-existent"; "created" counts as unknown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,7 +27,7 @@ fn state_in(pod: Option<&Pod>, id: &str) -> PlegState {
     p.containers.iter().chain(&p.sandboxes).find(|c| c.id == id).map_or(PlegState::NonExistent, |c| convert(c.state))
 }
 
-fn push(out: &mut Vec<PodLifecycleEvent>, pid: &str, kind: EventType, cid: &str) {
+fn push(out: &mut Vec<PodLifecycleEvent>, pid: &str, kind: PodLifecycleEventType, cid: &str) {
     out.push(PodLifecycleEvent { id: pid.to_owned(), kind, data: Some(cid.to_owned()) });
 }
 
@@ -37,15 +37,15 @@ fn generate(out: &mut Vec<PodLifecycleEvent>, pid: &str, cid: &str, old: PlegSta
         return;
     }
     match new {
-        PlegState::Running => push(out, pid, EventType::ContainerStarted, cid),
-        PlegState::Exited => push(out, pid, EventType::ContainerDied, cid),
-        PlegState::Unknown => push(out, pid, EventType::ContainerChanged, cid),
+        PlegState::Running => push(out, pid, PodLifecycleEventType::ContainerStarted, cid),
+        PlegState::Exited => push(out, pid, PodLifecycleEventType::ContainerDied, cid),
+        PlegState::Unknown => push(out, pid, PodLifecycleEventType::ContainerChanged, cid),
         PlegState::NonExistent => {
             // An exited container was reported dead already.
             if old != PlegState::Exited {
-                push(out, pid, EventType::ContainerDied, cid);
+                push(out, pid, PodLifecycleEventType::ContainerDied, cid);
             }
-            push(out, pid, EventType::ContainerRemoved, cid);
+            push(out, pid, PodLifecycleEventType::ContainerRemoved, cid);
         }
     }
 }
@@ -100,14 +100,14 @@ pub fn diff(old: Option<&Pod>, new: Option<&Pod>) -> Vec<PodLifecycleEvent> {
 mod tests {
     use super::*;
     use ContainerState::*;
-    use EventType::*;
+    use PodLifecycleEventType::*;
 
     fn pod(id: &str, cs: &[(&str, ContainerState)], ss: &[(&str, ContainerState)]) -> Pod {
         let mk = |v: &[(&str, ContainerState)]| v.iter().map(|(i, s)| Container::new(*i, *s)).collect();
         Pod { id: id.into(), containers: mk(cs), sandboxes: mk(ss), ..Pod::default() }
     }
 
-    fn ev(pid: &str, kind: EventType, cid: &str) -> PodLifecycleEvent {
+    fn ev(pid: &str, kind: PodLifecycleEventType, cid: &str) -> PodLifecycleEvent {
         PodLifecycleEvent::new(pid, kind, Some(cid))
     }
 

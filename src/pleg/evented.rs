@@ -5,13 +5,14 @@
 
 use std::io::ErrorKind;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::generic::{is_abort, GenericPleg, RelistDuration, Runtime, SetOnDrop, RELIST_PERIOD, RELIST_THRESHOLD};
-use super::pod::{EventType, PodLifecycleEvent, StatusView};
+use super::pod::{PodLifecycleEvent, PodLifecycleEventType, StatusView};
 use crate::clock::StopSignal;
 use crate::error::Error;
+use crate::sync::lock;
 use crate::time::{Time, NANOS_PER_SECOND};
 
 /// `eventedPlegRelistPeriod`, `eventedPlegRelistThreshold`, `eventedPlegMaxStreamRetries`,
@@ -79,7 +80,7 @@ impl Default for EventedOptions {
 
 /// Where CRI events come from: `stream` feeds `sink` until the stream ends or fails. `sink` returns false when
 /// the evented PLEG was stopped and no more events are wanted. An `Abort` error ends the stream loop for good.
-pub trait EventSource<S>: Send + Sync + 'static {
+pub trait ContainerEventSource<S>: Send + Sync + 'static {
     fn stream(&self, sink: &mut dyn FnMut(CriEvent<S>) -> bool) -> Result<(), Error>;
 }
 
@@ -104,10 +105,6 @@ struct Counters {
     failures: AtomicU64,
     fell_back: AtomicU64,
     running_pods: AtomicI64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 pub struct EventedPleg<R: Runtime> {
@@ -214,12 +211,12 @@ impl<R: Runtime> EventedPleg<R> {
             return 0;
         }
         let cid = Some(ev.container_id.as_str());
-        let events: &[EventType] = match ev.kind {
+        let events: &[PodLifecycleEventType] = match ev.kind {
             // The generic PLEG ignores creation too; the cache update is all that is needed.
             CriEventType::Created => &[],
-            CriEventType::Started => &[EventType::ContainerStarted],
-            CriEventType::Stopped => &[EventType::ContainerDied],
-            CriEventType::Deleted => &[EventType::ContainerDied, EventType::ContainerRemoved],
+            CriEventType::Started => &[PodLifecycleEventType::ContainerStarted],
+            CriEventType::Stopped => &[PodLifecycleEventType::ContainerDied],
+            CriEventType::Deleted => &[PodLifecycleEventType::ContainerDied, PodLifecycleEventType::ContainerRemoved],
         };
         let mut sent = 0;
         for kind in events {
@@ -244,7 +241,7 @@ impl<R: Runtime> EventedPleg<R> {
     }
 
     /// `Start`: marks evented in use and runs the global cache tick; with a source, also the stream loop.
-    pub fn start(self: &Arc<Self>, source: Option<Arc<dyn EventSource<R::Status>>>) -> Result<(), Error> {
+    pub fn start(self: &Arc<Self>, source: Option<Arc<dyn ContainerEventSource<R::Status>>>) -> Result<(), Error> {
         let mut guard = lock(&self.stop);
         if guard.is_some() {
             return Ok(());
@@ -311,7 +308,7 @@ impl<R: Runtime> EventedPleg<R> {
     /// `watchEventsChannel`: every stream failure forces a generic relist; after `max_stream_retries` the
     /// evented PLEG stops and the generic PLEG restarts at its normal period. A stream that ends without an
     /// error counts as a failure too (Go retries it uncounted, which spins when a runtime keeps closing it).
-    fn watch_events(&self, source: &dyn EventSource<R::Status>, stop: &StopSignal) {
+    fn watch_events(&self, source: &dyn ContainerEventSource<R::Status>, stop: &StopSignal) {
         let mut attempts = 0;
         loop {
             if stop.is_stopped() {

@@ -22,10 +22,11 @@ use super::cache::{Lookup, PodCache};
 use super::channel::EventChannel;
 use super::diff::diff_into;
 use super::go_duration;
-use super::pod::{ContainerState, EventType, Pod, PodLifecycleEvent, StatusView};
+use super::pod::{ContainerState, Pod, PodLifecycleEvent, PodLifecycleEventType, StatusView};
 use super::records::{PodRecord, PodRecords};
 use crate::clock::{Clock, StopSignal};
 use crate::error::Error;
+use crate::sync::lock;
 use crate::time::{Time, NANOS_PER_SECOND};
 
 /// The kubelet's defaults (`genericPlegRelistPeriod`, `genericPlegRelistThreshold`, `plegChannelCapacity`).
@@ -273,10 +274,6 @@ impl std::fmt::Display for Reentered {
 }
 
 impl std::error::Error for Reentered {}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn inc(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
@@ -1029,7 +1026,7 @@ impl<R: Runtime> GenericPleg<R> {
         let mut events = w.events;
         if self.options.pod_sync_on_reinspect && w.reinspected && events.is_empty() {
             // A full reinspection always ends in a pod sync (Era C).
-            events.push(PodLifecycleEvent { id: w.pid.clone(), kind: EventType::PodSync, data: None });
+            events.push(PodLifecycleEvent { id: w.pid.clone(), kind: PodLifecycleEventType::PodSync, data: None });
         }
         if let Some(s) = status.as_ref() {
             let mut completed = Vec::new();
@@ -1046,13 +1043,17 @@ impl<R: Runtime> GenericPleg<R> {
             if !completed.is_empty() {
                 self.complete_conditions(&w.pid, &completed);
                 // One event however many conditions completed: the pod sync re-reads the whole status.
-                events.push(PodLifecycleEvent { id: w.pid.clone(), kind: EventType::ConditionMet, data: None });
+                events.push(PodLifecycleEvent {
+                    id: w.pid.clone(),
+                    kind: PodLifecycleEventType::ConditionMet,
+                    data: None,
+                });
             }
         }
         records.update(&w.pid);
         for e in events {
             // Unreliable, and nothing consumes it; it only forced the inspection.
-            if e.kind == EventType::ContainerChanged {
+            if e.kind == PodLifecycleEventType::ContainerChanged {
                 continue;
             }
             self.send(e);

@@ -25,7 +25,7 @@ pub use channel::EventChannel;
 pub use diff::{diff, diff_into};
 pub use evented::{CriEvent, CriEventType, EventedOptions, EventedPleg};
 pub use generic::{GenericPleg, PlegOptions, RelistDuration, Runtime};
-pub use pod::{Container, ContainerState, EventType, Pod, PodLifecycleEvent, StatusView};
+pub use pod::{Container, ContainerState, Pod, PodLifecycleEvent, PodLifecycleEventType, StatusView};
 
 /// Formats nanoseconds as Go's `time.Duration.String()` does (`3m0s`, `1.5s`, `250ms`), for the
 /// health messages, which quote it.

@@ -65,7 +65,7 @@ pub struct Pod {
 
 /// `PodLifeCycleEventType`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EventType {
+pub enum PodLifecycleEventType {
     ContainerStarted,
     ContainerDied,
     ContainerRemoved,
@@ -74,32 +74,32 @@ pub enum EventType {
     ConditionMet,
 }
 
-impl EventType {
+impl PodLifecycleEventType {
     pub fn as_str(self) -> &'static str {
         match self {
-            EventType::ContainerStarted => "ContainerStarted",
-            EventType::ContainerDied => "ContainerDied",
-            EventType::ContainerRemoved => "ContainerRemoved",
-            EventType::ContainerChanged => "ContainerChanged",
-            EventType::PodSync => "PodSync",
-            EventType::ConditionMet => "ConditionMet",
+            PodLifecycleEventType::ContainerStarted => "ContainerStarted",
+            PodLifecycleEventType::ContainerDied => "ContainerDied",
+            PodLifecycleEventType::ContainerRemoved => "ContainerRemoved",
+            PodLifecycleEventType::ContainerChanged => "ContainerChanged",
+            PodLifecycleEventType::PodSync => "PodSync",
+            PodLifecycleEventType::ConditionMet => "ConditionMet",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
-            "ContainerStarted" => EventType::ContainerStarted,
-            "ContainerDied" => EventType::ContainerDied,
-            "ContainerRemoved" => EventType::ContainerRemoved,
-            "ContainerChanged" => EventType::ContainerChanged,
-            "PodSync" => EventType::PodSync,
-            "ConditionMet" => EventType::ConditionMet,
+            "ContainerStarted" => PodLifecycleEventType::ContainerStarted,
+            "ContainerDied" => PodLifecycleEventType::ContainerDied,
+            "ContainerRemoved" => PodLifecycleEventType::ContainerRemoved,
+            "ContainerChanged" => PodLifecycleEventType::ContainerChanged,
+            "PodSync" => PodLifecycleEventType::PodSync,
+            "ConditionMet" => PodLifecycleEventType::ConditionMet,
             _ => return None,
         })
     }
 }
 
-impl fmt::Display for EventType {
+impl fmt::Display for PodLifecycleEventType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -110,12 +110,12 @@ impl fmt::Display for EventType {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PodLifecycleEvent {
     pub id: String,
-    pub kind: EventType,
+    pub kind: PodLifecycleEventType,
     pub data: Option<String>,
 }
 
 impl PodLifecycleEvent {
-    pub fn new(id: impl Into<String>, kind: EventType, data: Option<&str>) -> Self {
+    pub fn new(id: impl Into<String>, kind: PodLifecycleEventType, data: Option<&str>) -> Self {
         PodLifecycleEvent { id: id.into(), kind, data: data.map(str::to_owned) }
     }
 }

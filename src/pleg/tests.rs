@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use super::evented::{CriEvent, CriEventType, EventedOptions, EventedPleg};
 use super::generic::{is_abort, Abort, GenericPleg, Inspection, LoopStep, PlegOptions, Runtime, RELIST_QUEUE_CAPACITY};
-use super::pod::{BasicStatus, Container, ContainerState, EventType, Pod, PodLifecycleEvent};
+use super::pod::{BasicStatus, Container, ContainerState, Pod, PodLifecycleEvent, PodLifecycleEventType};
 use super::{EventChannel, Lookup, PodCache};
 use crate::clock::FakeClock;
 use crate::error::Error;
 use crate::time::Time;
 
 use ContainerState::*;
-use EventType::*;
+use PodLifecycleEventType::*;
 
 #[derive(Default)]
 struct Fake {
@@ -72,7 +72,7 @@ fn pod(id: &str, cs: &[(&str, ContainerState)]) -> Pod {
     Pod { id: id.into(), containers: cs.iter().map(|(i, s)| Container::new(*i, *s)).collect(), ..Pod::default() }
 }
 
-fn ev(pid: &str, kind: EventType, cid: &str) -> PodLifecycleEvent {
+fn ev(pid: &str, kind: PodLifecycleEventType, cid: &str) -> PodLifecycleEvent {
     PodLifecycleEvent::new(pid, kind, Some(cid))
 }
 

@@ -1,6 +1,7 @@
 //! `kubevents.Broadcaster`, `kubevents.Recorder` and `kubevents.Watcher`: the Python face of the recording
 //! pipeline. Rust threads run it; they take the GIL only to call Python sinks, callbacks and loggers.
 
+use crate::sync::lock;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -19,14 +20,14 @@ use super::gil::GilTurns;
 use super::lifecycle;
 use super::reference::reference_of;
 use super::sink::{Failures, PySink};
-use crate::broadcaster::FullChannel;
-use crate::correlator::DEFAULT_QPS;
-use crate::event::EventSource;
-use crate::pipeline::{
+use crate::broadcaster::{
     log_line, structured_line, EventBroadcaster, EventType, Occurrence, Options, Reporter, Watcher,
     DEFAULT_CATCH_UP_WAIT,
 };
+use crate::correlator::DEFAULT_QPS;
+use crate::event::EventSource;
 use crate::sink::RetryPolicy;
+use crate::watch::FullChannel;
 
 /// Logs to the `kubevents` logger.
 struct PyReporter {
@@ -94,7 +95,7 @@ struct Shared {
 impl Shared {
     /// Logs a drop, at most once every `DROP_WARNING_INTERVAL`; returns whether it did.
     fn warn_dropped(&self, why: &str) -> bool {
-        let mut last = self.last_drop_warning.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = lock(&self.last_drop_warning);
         if last.is_some_and(|t| t.elapsed() < DROP_WARNING_INTERVAL) {
             return false;
         }

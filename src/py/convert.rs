@@ -5,6 +5,7 @@
 //! `event.rs` serializes (omitempty strings left out, zero timestamps as None, reporting fields always set).
 //! Errors name the field: `TypeError` for a wrong type, `ValueError` for a missing field or a bad value.
 
+use crate::sync::lock;
 use std::collections::BTreeMap;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -241,7 +242,7 @@ enum Shape {
 /// Python, which may run arbitrary code (a finalizer) that converts an event too.
 fn dict_of<'py>(py: Python<'py>, shape: Shape, fields: &[Field<'_, 'py>]) -> PyResult<Bound<'py, PyDict>> {
     let mask = fields.iter().enumerate().fold(0u32, |m, (i, (_, v))| m | (u32::from(v.is_some()) << i));
-    let shapes = || SHAPES.lock().unwrap_or_else(|p| p.into_inner());
+    let shapes = || lock(&SHAPES);
     let known = shapes().iter().find(|(s, m, _)| *s == shape && *m == mask).map(|(_, _, t)| t.clone_ref(py));
     let d = match known {
         Some(template) => template.bind(py).copy()?,

@@ -1,5 +1,6 @@
 //! `kubevents.Correlator` and `kubevents.make_event`.
 
+use crate::sync::lock;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -215,7 +216,7 @@ impl PyCorrelator {
             ))));
         }
         // Poisoning would turn one panic into an error on every later call; the caches stay usable.
-        let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let guard = lock(&self.inner);
         self.owner.store(me, Ordering::Release);
         Ok(Locked { guard, owner: &self.owner })
     }

@@ -6,6 +6,7 @@
 //! recorder call that sees a broadcaster thread waiting releases the GIL until that thread has it, and the
 //! thread then does a batch of Python calls at once.
 
+use crate::sync::lock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
@@ -30,7 +31,7 @@ impl GilTurns {
         self.waiting.fetch_add(1, Ordering::AcqRel);
         super::lifecycle::attach(|py| {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
-            if *self.giving_way.lock().unwrap_or_else(|p| p.into_inner()) > 0 {
+            if *lock(&self.giving_way) > 0 {
                 self.handed_over.notify_all();
             }
             f(py)
@@ -43,7 +44,7 @@ impl GilTurns {
             return;
         }
         super::lifecycle::detach(py, || {
-            let mut g = self.giving_way.lock().unwrap_or_else(|p| p.into_inner());
+            let mut g = lock(&self.giving_way);
             *g += 1;
             let (mut g, _) = self
                 .handed_over

@@ -1,5 +1,6 @@
 //! `kubevents.pleg`: pods, statuses and CRI events from Python data, and the PLEG classes around the core.
 
+use crate::sync::lock;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,9 +16,11 @@ use super::lifecycle;
 use crate::error::Error;
 use crate::pleg::cache::{Lookup, Waiter};
 use crate::pleg::channel::Recv;
-use crate::pleg::evented::{CriEvent, CriEventType, EventSource, EventedOptions, EventedPleg};
+use crate::pleg::evented::{ContainerEventSource, CriEvent, CriEventType, EventedOptions, EventedPleg};
 use crate::pleg::generic::{Abort, Condition, GenericPleg, Inspection, LoopStep, PlegOptions, RelistDuration, Runtime};
-use crate::pleg::{Container, ContainerState, EventChannel, EventType, Pod, PodCache, PodLifecycleEvent, StatusView};
+use crate::pleg::{
+    Container, ContainerState, EventChannel, Pod, PodCache, PodLifecycleEvent, PodLifecycleEventType, StatusView,
+};
 use crate::time::{Time, NANOS_PER_SECOND};
 
 /// An exception raised by the runtime, a watch condition or the event source, for the core: one that is not
@@ -409,7 +412,7 @@ impl PyPodLifecycleEvent {
     #[new]
     #[pyo3(signature = (id, r#type, data=None))]
     fn new(id: String, r#type: &str, data: Option<String>) -> PyResult<Self> {
-        let kind = EventType::parse(r#type).ok_or_else(|| {
+        let kind = PodLifecycleEventType::parse(r#type).ok_or_else(|| {
             PyValueError::new_err(format!(
                 "type: unknown event type {type:?} (expected ContainerStarted, ContainerDied, ContainerRemoved, \
                  ContainerChanged, PodSync or ConditionMet)"
@@ -982,7 +985,7 @@ impl Runtime for PyRuntime {
         lifecycle::attach(|py| {
             let list = || -> PyResult<Vec<Arc<Pod>>> {
                 let v = lifecycle::call(&self.obj.bind(py).getattr(intern!(py, "get_pods"))?, [])?;
-                let mut previous = self.previous.lock().unwrap_or_else(|e| e.into_inner());
+                let mut previous = lock(&self.previous);
                 let pods = pods_from_py(&v, &previous)?;
                 if !v.is_instance_of::<PyPodList>() {
                     previous.clear();
@@ -1476,7 +1479,7 @@ fn cri_event_from_py(v: &Bound<'_, PyAny>, path: &str) -> PyResult<CriEvent<PySt
 /// A Python object whose `get_container_events()` returns an iterable of CRI event dicts.
 struct PySource(Py<PyAny>);
 
-impl EventSource<PyStatus> for PySource {
+impl ContainerEventSource<PyStatus> for PySource {
     fn stream(&self, sink: &mut dyn FnMut(CriEvent<PyStatus>) -> bool) -> Result<(), Error> {
         lifecycle::attach(|py| {
             let mut stream = || -> PyResult<()> {
@@ -1505,7 +1508,7 @@ impl EventSource<PyStatus> for PySource {
 pub struct PyEventedPLEG {
     inner: Arc<EventedPleg<PyRuntime>>,
     generic: Py<PyGenericPLEG>,
-    source: Option<Arc<dyn EventSource<PyStatus>>>,
+    source: Option<Arc<dyn ContainerEventSource<PyStatus>>>,
     /// The fork generation it was made in.
     generation: u64,
 }
@@ -1569,7 +1572,7 @@ impl PyEventedPLEG {
         set(cache_update_period, "cache_update_period", true, &mut options.cache_update_period)?;
         let g = generic.get().inner.clone();
         let inner = EventedPleg::new(g, options)?;
-        let source = runtime_service.map(|s| Arc::new(PySource(s)) as Arc<dyn EventSource<PyStatus>>);
+        let source = runtime_service.map(|s| Arc::new(PySource(s)) as Arc<dyn ContainerEventSource<PyStatus>>);
         Ok(PyEventedPLEG { inner: Arc::new(inner), generic, source, generation: lifecycle::generation() })
     }
 

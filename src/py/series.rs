@@ -6,6 +6,7 @@
 //! it. It holds no lock while it calls the sink: it publishes its counters after every write for `stats()`,
 //! and `shutdown()`/`wait_idle()` wait on a condition, interruptibly, any number of callers at once.
 
+use crate::sync::lock;
 use std::collections::{BTreeMap, VecDeque};
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -234,7 +235,7 @@ impl Drop for Finish<'_> {
 
 impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     /// Waits on `idle` for at most `timeout` while `pending` holds; returns whether it stopped holding.
@@ -439,7 +440,7 @@ impl PyEventsV1Engine {
             self.shared.wake.notify_all();
         }
         // A sink never started is released here.
-        drop(self.unstarted.lock().unwrap_or_else(|p| p.into_inner()).take());
+        drop(lock(&self.unstarted).take());
     }
 
     /// Waits up to `timeout`, interruptibly, for the engine thread to end.
@@ -576,7 +577,7 @@ impl PyEventsV1Engine {
         if st.started {
             return Err(PyRuntimeError::new_err("the broadcaster is already recording to its sink"));
         }
-        let mut slot = self.unstarted.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = lock(&self.unstarted);
         let (obj, engine) = slot.take().ok_or_else(shut_down)?;
         // Made here, so that an async sink runs on the loop running now.
         let sink = match PySinkV1::new(obj.bind(py), self.turns.clone(), self.failures.clone()) {

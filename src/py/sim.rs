@@ -1,5 +1,6 @@
 //! `kubevents.simulate` and `Simulation`.
 
+use crate::sync::lock;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::BufReader;
@@ -262,7 +263,7 @@ impl PyDecisions {
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = lock(&self.state);
         let st = &mut *guard;
         if st.ready.is_empty() && !st.done {
             fill(py, st)?;

@@ -4,6 +4,7 @@
 //!
 //! `call` and `classify` are independent of the event API, for recorders of other event types.
 
+use crate::sync::lock;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -82,13 +83,13 @@ impl Failures {
         if err.is_instance_of::<PyException>(py) {
             return false;
         }
-        self.interrupt.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| err.clone_ref(py));
+        lock(&self.interrupt).get_or_insert_with(|| err.clone_ref(py));
         true
     }
 
     /// The first `KeyboardInterrupt` or `SystemExit` kept and not raised yet.
     pub fn take_interrupt(&self) -> PyResult<()> {
-        match self.interrupt.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        match lock(&self.interrupt).take() {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -112,7 +113,7 @@ impl Failures {
             }
             tb = next;
         }
-        if !self.logged.lock().unwrap_or_else(|p| p.into_inner()).insert(place) {
+        if !lock(&self.logged).insert(place) {
             return None;
         }
         // Type, value and traceback apart: before Python 3.12 the value alone may not carry its traceback.

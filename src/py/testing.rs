@@ -12,7 +12,7 @@ use super::clock::to_time;
 use super::convert::reference_to_py;
 use super::errors::str_opt;
 use super::reference::reference_of;
-use crate::pipeline::EventType;
+use crate::broadcaster::EventType;
 
 /// What `PyRecorder::generate` checks before it records: the type, then the object's reference.
 fn checked<'py>(

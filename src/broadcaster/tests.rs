@@ -54,7 +54,7 @@ fn options(clock: Arc<FakeClock>) -> Options {
         correlator: CorrelatorOptions::default(),
         clock,
         real_time: false,
-        catch_up_wait: crate::pipeline::DEFAULT_CATCH_UP_WAIT,
+        catch_up_wait: crate::broadcaster::DEFAULT_CATCH_UP_WAIT,
     }
 }
 
