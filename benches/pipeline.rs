@@ -10,11 +10,11 @@ mod common;
 use common::N;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use kubevents::broadcaster::FullChannel;
+use kubevents::watch::FullChannel;
 use kubevents::clock::RealClock;
 use kubevents::correlator::{CorrelatorOptions, KeyFuncs};
 use kubevents::event::{Event, EventSource, ObjectReference};
-use kubevents::pipeline::{EventBroadcaster, EventType, Occurrence, Options, Reporter};
+use kubevents::broadcaster::{EventBroadcaster, EventType, Occurrence, Options, Reporter};
 use kubevents::sim::JsonLines;
 use kubevents::sink::{EventSink, RetryPolicy, WriteError};
 use kubevents::time::Time;
@@ -84,7 +84,7 @@ fn bench_pipeline(c: &mut Criterion) {
                     correlator: CorrelatorOptions::default(),
                     clock: Arc::new(RealClock),
                     real_time: true,
-                    catch_up_wait: kubevents::pipeline::DEFAULT_CATCH_UP_WAIT,
+                    catch_up_wait: kubevents::broadcaster::DEFAULT_CATCH_UP_WAIT,
                 };
                 let b = EventBroadcaster::new(options, Arc::new(Quiet)).unwrap();
                 b.start_recording_to_sink(Arc::new(Noop), 1, KeyFuncs::default()).unwrap();
