@@ -10,14 +10,14 @@ mod common;
 use common::N;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use kubevents::watch::FullChannel;
+use kubevents::broadcaster::{EventBroadcaster, EventType, Occurrence, Options, Reporter};
 use kubevents::clock::RealClock;
 use kubevents::correlator::{CorrelatorOptions, KeyFuncs};
 use kubevents::event::{Event, EventSource, ObjectReference};
-use kubevents::broadcaster::{EventBroadcaster, EventType, Occurrence, Options, Reporter};
 use kubevents::sim::JsonLines;
 use kubevents::sink::{EventSink, RetryPolicy, WriteError};
 use kubevents::time::Time;
+use kubevents::watch::FullChannel;
 
 struct Quiet;
 
@@ -83,7 +83,6 @@ fn bench_pipeline(c: &mut Criterion) {
                     retry: RetryPolicy::default(),
                     correlator: CorrelatorOptions::default(),
                     clock: Arc::new(RealClock),
-                    real_time: true,
                     catch_up_wait: kubevents::broadcaster::DEFAULT_CATCH_UP_WAIT,
                 };
                 let b = EventBroadcaster::new(options, Arc::new(Quiet)).unwrap();

@@ -76,8 +76,6 @@ pub struct Options {
     pub retry: RetryPolicy,
     pub correlator: CorrelatorOptions,
     pub clock: Arc<dyn Clock>,
-    /// The clock is the system clock, so retry sleeps can be plain timed waits.
-    pub real_time: bool,
     /// How long a recording call may wait for fast watchers that fell behind (`relieve`); zero never waits.
     pub catch_up_wait: Duration,
 }
@@ -305,7 +303,7 @@ impl EventBroadcaster {
             sink,
             correlation: Mutex::new(Correlation { correlator, outstanding: HashMap::new() }),
             hasher: foldhash::fast::FixedState::with_seed(0),
-            sleeper: ClockSleeper { clock: o.clock.clone(), real_time: o.real_time, stop: self.shared.stop.clone() },
+            sleeper: ClockSleeper { clock: o.clock.clone(), stop: self.shared.stop.clone() },
         });
         let watcher = Watcher { shared: self.shared.clone(), lane: lane.clone() };
         let workers = workers.max(1);

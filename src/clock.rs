@@ -11,6 +11,12 @@ use crate::time::Time;
 /// A source of the current instant. Reads may fail when the clock is user code (a Python object).
 pub trait Clock: Send + Sync {
     fn now(&self) -> Result<Time, Error>;
+
+    /// Whether this is the system clock: waits on it sleep until the deadline; waits on any other clock
+    /// read it again every `VIRTUAL_CLOCK_POLL`, so that stepping a fake clock ends them at once.
+    fn is_real(&self) -> bool {
+        false
+    }
 }
 
 /// The system clock.
@@ -23,6 +29,10 @@ impl Clock for RealClock {
             .duration_since(std::time::UNIX_EPOCH)
             .map_err(|_| Error::Clock("the system clock is before 1970".into()))?;
         i64::try_from(d.as_nanos()).map(Time).map_err(|_| Error::Clock("the system clock is past 2262".into()))
+    }
+
+    fn is_real(&self) -> bool {
+        true
     }
 }
 
@@ -91,6 +101,10 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
     fn now(&self) -> Result<Time, Error> {
         (**self).now()
     }
+
+    fn is_real(&self) -> bool {
+        (**self).is_real()
+    }
 }
 
 /// How often a wait on a clock that is not the system clock reads it again.
@@ -121,22 +135,15 @@ impl StopSignal {
     }
 
     /// Waits until `clock` reads `deadline`: true then, false once stopped (or when the clock cannot be
-    /// read). The system clock (`real_time`) is slept on; any other clock is read again every
-    /// `VIRTUAL_CLOCK_POLL`, so that stepping a fake clock ends the wait at once.
-    pub fn sleep_until(&self, clock: &dyn Clock, deadline: Time, real_time: bool) -> bool {
-        self.sleep_until_or(clock, deadline, real_time, |d| self.wait(d))
+    /// read). The system clock is slept on; any other clock is read again every `VIRTUAL_CLOCK_POLL`.
+    pub fn sleep_until(&self, clock: &dyn Clock, deadline: Time) -> bool {
+        self.sleep_until_or(clock, deadline, |d| self.wait(d))
     }
 
     /// `sleep_until` with the pause between clock reads supplied: `pause(d)` waits up to `d` and returns
     /// true to end the wait early, which returns true unless this signal is stopped (something else is
     /// ready), so a pause must also end when the signal is stopped.
-    pub fn sleep_until_or(
-        &self,
-        clock: &dyn Clock,
-        deadline: Time,
-        real_time: bool,
-        mut pause: impl FnMut(Duration) -> bool,
-    ) -> bool {
+    pub fn sleep_until_or(&self, clock: &dyn Clock, deadline: Time, mut pause: impl FnMut(Duration) -> bool) -> bool {
         loop {
             if self.is_stopped() {
                 return false;
@@ -145,8 +152,11 @@ impl StopSignal {
             if now >= deadline {
                 return true;
             }
-            let wait =
-                if real_time { Duration::from_nanos(deadline.since(now).max(0) as u64) } else { VIRTUAL_CLOCK_POLL };
+            let wait = if clock.is_real() {
+                Duration::from_nanos(deadline.since(now).max(0) as u64)
+            } else {
+                VIRTUAL_CLOCK_POLL
+            };
             if pause(wait) {
                 return !self.is_stopped();
             }
@@ -186,7 +196,7 @@ mod tests {
         let clock = Arc::new(FakeClock::new(Time(0)));
         let stop = Arc::new(StopSignal::default());
         let (c, s) = (clock.clone(), stop.clone());
-        let t = std::thread::spawn(move || s.sleep_until(c.as_ref(), Time(10), false));
+        let t = std::thread::spawn(move || s.sleep_until(c.as_ref(), Time(10)));
         clock.step(10);
         assert!(t.join().unwrap());
     }
@@ -196,9 +206,9 @@ mod tests {
         let clock = Arc::new(FakeClock::new(Time(0)));
         let stop = Arc::new(StopSignal::default());
         let (c, s) = (clock.clone(), stop.clone());
-        let t = std::thread::spawn(move || s.sleep_until(c.as_ref(), Time(10), false));
+        let t = std::thread::spawn(move || s.sleep_until(c.as_ref(), Time(10)));
         stop.stop();
         assert!(!t.join().unwrap());
-        assert!(!stop.sleep_until(clock.as_ref(), Time(0), false));
+        assert!(!stop.sleep_until(clock.as_ref(), Time(0)));
     }
 }

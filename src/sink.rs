@@ -135,7 +135,6 @@ impl fmt::Display for Abandoned {
 /// a wait until the clock reads the deadline, so that stepping a fake clock makes retries run at once.
 pub struct ClockSleeper {
     pub clock: Arc<dyn Clock>,
-    pub real_time: bool,
     pub stop: Arc<StopSignal>,
 }
 
@@ -143,7 +142,7 @@ impl ClockSleeper {
     /// Sleeps until `deadline` on the clock. Returns false when interrupted by the stop signal (or when the
     /// clock cannot be read), true when the deadline passed.
     pub fn sleep_until(&self, deadline: Time) -> bool {
-        self.stop.sleep_until(self.clock.as_ref(), deadline, self.real_time)
+        self.stop.sleep_until(self.clock.as_ref(), deadline)
     }
 }
 
@@ -320,7 +319,7 @@ mod tests {
         if stop {
             s.stop();
         }
-        ClockSleeper { clock: Arc::new(crate::clock::RealClock), real_time: true, stop: s }
+        ClockSleeper { clock: Arc::new(crate::clock::RealClock), stop: s }
     }
 
     fn correlator() -> Mutex<EventCorrelator> {
@@ -402,7 +401,7 @@ mod tests {
     #[test]
     fn sleeps_follow_a_fake_clock() {
         let clock = Arc::new(FakeClock::new(Time(0)));
-        let s = ClockSleeper { clock: clock.clone(), real_time: false, stop: Arc::new(StopSignal::default()) };
+        let s = ClockSleeper { clock: clock.clone(), stop: Arc::new(StopSignal::default()) };
         let stepper = {
             let clock = clock.clone();
             std::thread::spawn(move || {

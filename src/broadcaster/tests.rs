@@ -53,7 +53,6 @@ fn options(clock: Arc<FakeClock>) -> Options {
         retry: RetryPolicy { max_tries: 12, sleep_nanos: 0 },
         correlator: CorrelatorOptions::default(),
         clock,
-        real_time: false,
         catch_up_wait: crate::broadcaster::DEFAULT_CATCH_UP_WAIT,
     }
 }

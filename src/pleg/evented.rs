@@ -293,10 +293,9 @@ impl<R: Runtime> EventedPleg<R> {
     /// `updateGlobalCache` every `cache_update_period`, so `GetNewerThan` waiters are not stranded.
     fn cache_tick(&self, stop: &StopSignal) {
         let clock = self.generic.clock().clone();
-        let virtual_time = self.generic.options().virtual_time;
         loop {
             let Ok(now) = clock.now() else { return };
-            if !stop.sleep_until(clock.as_ref(), now.add_nanos(self.options.cache_update_period), !virtual_time) {
+            if !stop.sleep_until(clock.as_ref(), now.add_nanos(self.options.cache_update_period)) {
                 return;
             }
             if let Ok(t) = clock.now() {

@@ -126,8 +126,6 @@ pub struct PlegOptions {
     pub inspect_concurrency: usize,
     /// Give up on one inspection after this long (wall-clock time, since it bounds a real runtime call).
     pub inspect_timeout: Option<Duration>,
-    /// The clock is virtual (fake): the relist loop polls it instead of sleeping the period.
-    pub virtual_time: bool,
     /// Era C (Kubernetes v1.36+, `RequestReinspect`): a reinspection that finds no container event sends
     /// `PodSync`, and a reinspection request stays queued until its pod is reconciled.
     pub pod_sync_on_reinspect: bool,
@@ -142,7 +140,6 @@ impl Default for PlegOptions {
             duration: RelistDuration { period: RELIST_PERIOD, threshold: RELIST_THRESHOLD },
             inspect_concurrency: 1,
             inspect_timeout: None,
-            virtual_time: false,
             pod_sync_on_reinspect: false,
             on_demand_relist: false,
         }
@@ -322,8 +319,8 @@ impl RelistQueue {
     /// Waits until a request is queued or `clock` reads `deadline` (true), or `stop` is set or the clock
     /// cannot be read (false). The clock is read outside the lock: it may be Python code, and a Python
     /// thread holding the GIL may be pushing a request.
-    fn wait(&self, stop: &StopSignal, clock: &dyn Clock, deadline: Time, real_time: bool) -> bool {
-        stop.sleep_until_or(clock, deadline, real_time, |d| {
+    fn wait(&self, stop: &StopSignal, clock: &dyn Clock, deadline: Time) -> bool {
+        stop.sleep_until_or(clock, deadline, |d| {
             let items = lock(&self.items);
             let (items, _) = self
                 .cv
@@ -1166,8 +1163,7 @@ impl<R: Runtime> GenericPleg<R> {
                 let due = *lock(&me.relist_due);
                 *lock(&me.next_relist) = due;
                 // After an error too, so that a clock that cannot be read ends the loop instead of spinning it.
-                let go_on =
-                    me.requests.wait(&s, me.clock.as_ref(), due.unwrap_or(Time(i64::MIN)), !me.options.virtual_time);
+                let go_on = me.requests.wait(&s, me.clock.as_ref(), due.unwrap_or(Time(i64::MIN)));
                 *lock(&me.next_relist) = None;
                 if !go_on {
                     return;

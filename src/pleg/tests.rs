@@ -240,7 +240,7 @@ fn an_abort_in_a_parallel_relist_stops_it_too() {
 
 #[test]
 fn an_abort_ends_the_loop_and_is_kept_once() {
-    let (fake, _, pleg) = new_pleg(PlegOptions { virtual_time: true, ..PlegOptions::default() }, false);
+    let (fake, _, pleg) = new_pleg(PlegOptions::default(), false);
     *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
     fake.aborting.lock().unwrap().push("a".into());
     pleg.start().unwrap();
@@ -272,7 +272,7 @@ fn a_wait_for_the_relist_lock_gives_up_when_interrupted() {
 
 #[test]
 fn a_stop_can_be_waited_for_a_while() {
-    let (fake, _, pleg) = new_pleg(PlegOptions { virtual_time: true, ..PlegOptions::default() }, false);
+    let (fake, _, pleg) = new_pleg(PlegOptions::default(), false);
     *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
     fake.hang.lock().unwrap().push("a".into());
     pleg.start().unwrap();
@@ -290,7 +290,7 @@ fn a_stop_can_be_waited_for_a_while() {
 
 #[test]
 fn loop_follows_the_fake_clock() {
-    let (fake, clock, pleg) = new_pleg(PlegOptions { virtual_time: true, ..PlegOptions::default() }, false);
+    let (fake, clock, pleg) = new_pleg(PlegOptions::default(), false);
     *fake.pods.lock().unwrap() = vec![];
     pleg.start().unwrap();
     let wait_for = |n: u64| {
@@ -462,7 +462,7 @@ fn due_global_relist_goes_before_a_queued_request() {
 
 #[test]
 fn loop_serves_requests_between_relists() {
-    let (fake, clock, pleg) = new_pleg(PlegOptions { virtual_time: true, ..era_c() }, false);
+    let (fake, clock, pleg) = new_pleg(era_c(), false);
     *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
     pleg.start().unwrap();
     wait_until("the loop to wait", || pleg.next_relist_at().is_some());

@@ -12,7 +12,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use super::clock::{clock_arg, is_real_clock, seconds_arg, timeout_arg, to_time};
+use super::clock::{clock_arg, seconds_arg, timeout_arg, to_time};
 use super::convert::event_to_py;
 use super::correlator::{key_funcs_from_py, options_from_py};
 use super::errors::{int_opt, str_opt};
@@ -201,7 +201,6 @@ impl PyBroadcaster {
             None => DEFAULT_CATCH_UP_WAIT,
             Some(d) => Duration::from_nanos(seconds_arg(d, "catch_up_wait", false)? as u64),
         };
-        let real_time = is_real_clock(clock);
         let options = Options {
             queue_length: positive("queue_length", queue_length)?,
             full_channel: self::full_channel(full_channel)?,
@@ -211,7 +210,6 @@ impl PyBroadcaster {
             },
             correlator,
             clock: clock_arg(clock)?,
-            real_time,
             catch_up_wait,
         };
         let reporter = Arc::new(PyReporter { logger: kubevents_logger(py)?.unbind() });

@@ -223,12 +223,6 @@ pub fn timeout_arg(t: Option<&Bound<'_, PyAny>>) -> PyResult<Option<std::time::D
     Ok(Some(std::time::Duration::from_nanos(seconds_arg(t, "timeout", false)? as u64)))
 }
 
-/// Whether a clock argument is the wall clock (None or a `RealClock`): waits on it sleep in real time,
-/// waits on any other clock poll it.
-pub fn is_real_clock(clock: Option<&Bound<'_, PyAny>>) -> bool {
-    clock.is_none_or(|c| c.is_none() || c.cast::<PyRealClock>().is_ok())
-}
-
 /// Any accepted clock argument as a core clock: native clocks directly, other objects through `now()`.
 pub fn clock_arg(clock: Option<&Bound<'_, PyAny>>) -> PyResult<Arc<dyn Clock>> {
     let Some(c) = clock.filter(|c| !c.is_none()) else {

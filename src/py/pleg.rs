@@ -9,7 +9,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use super::clock::{clock_arg, is_real_clock, seconds_arg, timeout_arg, to_datetime, to_time};
+use super::clock::{clock_arg, seconds_arg, timeout_arg, to_datetime, to_time};
 use super::convert::type_name;
 use super::errors::{external, int_opt};
 use super::lifecycle;
@@ -1186,8 +1186,6 @@ impl PyGenericPLEG {
             Some(t) => Some(Duration::from_nanos(seconds_arg(t, "inspect_timeout", true)? as u64)),
             None => None,
         };
-        let real = is_real_clock(clock);
-        options.virtual_time = !real;
         let clock = clock_arg(clock)?;
         let cache_arc = cache.get().inner.clone();
         let channel = Arc::new(EventChannel::new(channel_capacity as usize));

@@ -18,7 +18,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-use super::clock::{clock_arg, is_real_clock, timeout_arg, to_duration};
+use super::clock::{clock_arg, timeout_arg, to_duration};
 use super::convert::{meta_to_py, reference_to_py, series_to_py, set_str, source_to_py, time_str, type_name};
 use super::errors::{int_arg, int_opt};
 use super::gil::GilTurns;
@@ -215,8 +215,6 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     idle: Condvar,
-    /// The clock can be waited on with real timeouts.
-    real_clock: bool,
     worker: OnceLock<ThreadId>,
 }
 
@@ -375,7 +373,7 @@ impl Shared {
         if due <= now {
             return Ok(None);
         }
-        if self.real_clock {
+        if engine.clock().is_real() {
             Ok(Some(Duration::from_nanos(due.since(now) as u64).min(Duration::from_secs(1))))
         } else {
             Ok(Some(POLL))
@@ -466,7 +464,6 @@ impl PyEventsV1Engine {
         let seed = seed.filter(|s| !s.is_none()).map(|s| int_arg::<u64>(s, "seed")).transpose()?;
         // Checked now; the caller is made when recording starts, on the loop running then.
         PySink::methods(sink)?;
-        let real_clock = is_real_clock(clock);
         let clock = clock_arg(clock)?;
         let engine_clock = clock.clone();
         let mut options = EngineOptions { seed, ..EngineOptions::default() };
@@ -489,7 +486,6 @@ impl PyEventsV1Engine {
                 state: Mutex::new(State::default()),
                 wake: Condvar::new(),
                 idle: Condvar::new(),
-                real_clock,
                 worker: OnceLock::new(),
             }),
             unstarted: Mutex::new(Some((sink.clone().unbind(), engine))),
