@@ -267,8 +267,8 @@ impl PyEventsV1Engine {
             reporting_controller,
             reporting_instance,
         };
-        let (event, behind) = self.core.record(&input, want_event)?;
-        let out = event.map(|e| event_v1_to_py(py, &e)).transpose()?;
+        let (out, behind) = self.core.record(&input, |e| want_event.then(|| event_v1_to_py(py, e)).transpose())?;
+        let out = out?;
         if behind {
             // Its thread may be waiting for a CPU rather than the GIL.
             lifecycle::detach(py, std::thread::yield_now);

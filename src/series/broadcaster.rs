@@ -138,13 +138,14 @@ impl EventsBroadcaster {
         }
     }
 
-    /// Makes the event of one occurrence at the clock's present and queues it if recording (dropped when the
-    /// queue is full or the broadcaster stopping). Returns the event if `want_event`, and whether the engine
-    /// thread is behind (half a queue to catch up on), when the caller should let it run.
-    pub fn record(&self, input: &EventV1Input<'_>, want_event: bool) -> Result<(Option<EventV1>, bool)> {
+    /// Makes the event of one occurrence at the clock's present, shows it to `seen`, and queues it if
+    /// recording (dropped when the queue is full or the broadcaster stopping). Returns what `seen` returned,
+    /// and whether the engine thread is behind (half a queue to catch up on), when the caller should let it
+    /// run.
+    pub fn record<R>(&self, input: &EventV1Input<'_>, seen: impl FnOnce(&EventV1) -> R) -> Result<(R, bool)> {
         let now = self.clock.now()?;
         let (event, truncated) = make_event_v1(input, now, &mut UuidSource::Random);
-        let out = want_event.then(|| event.clone());
+        let out = seen(&event);
         let mut st = self.shared.state();
         st.truncated += u64::from(truncated);
         if st.started && !st.stopping {

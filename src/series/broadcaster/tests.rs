@@ -98,7 +98,7 @@ fn record(b: &EventsBroadcaster, reason: &str) {
         reporting_controller: "c",
         reporting_instance: "i",
     };
-    b.record(&input, false).unwrap();
+    b.record(&input, |_| ()).unwrap();
 }
 
 fn call(verb: &'static str, reason: &str, count: i32) -> (&'static str, String, i32) {
