@@ -68,7 +68,8 @@ impl fmt::Display for WriteError {
 
 /// The verdict for an HTTP status. client-go abandons every `StatusError` at this layer, but its REST client
 /// has already retried 429 and 5xx answers underneath (honouring `Retry-After`); a Python client does not,
-/// so here 429 and 5xx are retried and the other statuses (409 AlreadyExists included) abandon the event.
+/// so here 429 and 5xx are retried and the other statuses (409 AlreadyExists included) abandon the event;
+/// `tools/events` retries a 409 on the create of a series (`series::record_event`).
 pub fn verdict_for_status(status: u16) -> Verdict {
     if status == 429 || status >= 500 {
         Verdict::Retry

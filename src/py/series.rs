@@ -9,7 +9,7 @@ use std::time::Duration;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use super::clock::{clock_arg, timeout_arg, to_duration};
 use super::convert::{meta_to_py, reference_to_py, series_to_py, set_str, source_to_py, time_str, type_name};
@@ -127,7 +127,13 @@ impl SinkV1 for PySinkV1 {
 
     fn report(&mut self, message: &str) {
         lifecycle::attach(|py| {
-            if let Err(e) = self.logger.bind(py).call_method1(intern!(py, "warning"), ("%s", message)) {
+            let message = PyString::new(py, message);
+            let logged = self
+                .logger
+                .bind(py)
+                .getattr(intern!(py, "warning"))
+                .and_then(|warning| lifecycle::call(&warning, [intern!(py, "%s").as_any(), message.as_any()]));
+            if let Err(e) = logged {
                 e.write_unraisable(py, None);
             }
         })
