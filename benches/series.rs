@@ -14,18 +14,19 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kubevents::clock::{Clock, FakeClock};
 use kubevents::event::{EventSource, ObjectReference};
 use kubevents::recorder::UuidSource;
-use kubevents::series::{make_event_v1, EngineOptions, EventV1, EventV1Input, SeriesEngine, SinkError, SinkV1};
+use kubevents::series::{make_event_v1, EngineOptions, EventV1, EventV1Input, SeriesEngine, SinkV1};
 use kubevents::sim::Record;
+use kubevents::sink::WriteError;
 use kubevents::time::Time;
 
 struct NoopSink;
 
 impl SinkV1 for NoopSink {
-    fn create(&mut self, _: &EventV1, _: bool) -> Result<Option<EventV1>, SinkError> {
+    fn create(&mut self, _: &EventV1, _: bool) -> Result<Option<EventV1>, WriteError> {
         Ok(None)
     }
 
-    fn patch(&mut self, _: &EventV1, _: &[u8], _: bool) -> Result<Option<EventV1>, SinkError> {
+    fn patch(&mut self, _: &EventV1, _: &[u8], _: bool) -> Result<Option<EventV1>, WriteError> {
         Ok(None)
     }
 }

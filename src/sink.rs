@@ -1,7 +1,8 @@
 //! Writing events to an API server: the sink protocol, client-go's error classification and its retry loop
 //! (`recordToSink` / `recordEvent` in `tools/record/event.go`).
 //!
-//! The retry loop is generic over what one attempt does, so recorders of other event APIs reuse it.
+//! One error model, classification and retry schedule for both event APIs: the retry loop is generic over
+//! what one attempt does, and `tools/events` (`crate::series`) schedules its retries with `Attempts` too.
 
 use crate::sync::lock;
 use std::fmt;
@@ -14,9 +15,9 @@ use crate::correlator::EventCorrelator;
 use crate::event::Event;
 use crate::time::Time;
 
-/// Client-go's `maxTriesPerEvent`.
+/// Client-go's `maxTriesPerEvent` (`tools/record` and `tools/events` alike).
 pub const DEFAULT_MAX_TRIES: u32 = 12;
-/// Client-go's `defaultSleepDuration`, 10 s.
+/// Client-go's `defaultSleepDuration`, 10 s (`tools/record` and `tools/events` alike).
 pub const DEFAULT_SLEEP_NANOS: i64 = 10_000_000_000;
 
 /// What to do after a failed write.
@@ -67,7 +68,8 @@ impl fmt::Display for WriteError {
 
 /// The verdict for an HTTP status. client-go abandons every `StatusError` at this layer, but its REST client
 /// has already retried 429 and 5xx answers underneath (honouring `Retry-After`); a Python client does not,
-/// so here 429 and 5xx are retried and the other statuses (409 AlreadyExists included) abandon the event.
+/// so here 429 and 5xx are retried and the other statuses (409 AlreadyExists included) abandon the event;
+/// `tools/events` retries a 409 on the create of a series (`series::record_event`).
 pub fn verdict_for_status(status: u16) -> Verdict {
     if status == 429 || status >= 500 {
         Verdict::Retry
@@ -76,7 +78,17 @@ pub fn verdict_for_status(status: u16) -> Verdict {
     }
 }
 
-/// Attempts and the sleep between them. The first sleep is `sleep * U[0,1)`, the later ones exactly `sleep`.
+/// How the sleeps between attempts are jittered: client-go's two recorders differ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Jitter {
+    /// `tools/record`: the first sleep is `sleep * U[0,1)`, the later ones exactly `sleep`.
+    #[default]
+    FirstSleep,
+    /// `tools/events`: every sleep is `wait.Jitter(sleep, 0.25)`, `sleep` plus up to a quarter of it.
+    Quarter,
+}
+
+/// Attempts and the sleep between them (jittered as each event's `Attempts` says).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     pub max_tries: u32,
@@ -91,11 +103,12 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// The sleep after the `tries`-th failed attempt (1-based).
-    pub fn delay_after(&self, tries: u32, rng: &mut impl Rng) -> i64 {
-        if tries == 1 {
-            (self.sleep_nanos as f64 * rng.random::<f64>()) as i64
-        } else {
-            self.sleep_nanos
+    pub fn delay_after(&self, tries: u32, jitter: Jitter, rng: &mut impl Rng) -> i64 {
+        let d = self.sleep_nanos;
+        match jitter {
+            Jitter::FirstSleep if tries == 1 => (d as f64 * rng.random::<f64>()) as i64,
+            Jitter::FirstSleep => d,
+            Jitter::Quarter => d.saturating_add((d as f64 * 0.25 * rng.random::<f64>()) as i64),
         }
     }
 }
@@ -193,10 +206,11 @@ pub fn record_event(
     sink.create_in_place(event).map(|answer| (answer, Written::Created))
 }
 
-/// One event on its way through the retry loop: the tries made so far.
+/// One event on its way through the retry loop: the tries made so far, and its API's jitter.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Attempts {
     pub tries: u32,
+    pub jitter: Jitter,
 }
 
 /// What to do after an attempt failed: abandon, or sleep `delay_nanos` and try again.
@@ -220,7 +234,7 @@ impl Attempts {
         if shut_down {
             return Next::Abandon(Abandoned::ShutDown(e));
         }
-        Next::SleepThenRetry { delay_nanos: policy.delay_after(self.tries, rng) }
+        Next::SleepThenRetry { delay_nanos: policy.delay_after(self.tries, self.jitter, rng) }
     }
 }
 
@@ -391,11 +405,28 @@ mod tests {
     fn first_sleep_is_randomised_and_later_ones_are_fixed() {
         let p = RetryPolicy { max_tries: 12, sleep_nanos: 1000 };
         let mut rng = SmallRng::seed_from_u64(3);
-        let firsts: Vec<i64> = (0..50).map(|_| p.delay_after(1, &mut rng)).collect();
+        let firsts: Vec<i64> = (0..50).map(|_| p.delay_after(1, Jitter::FirstSleep, &mut rng)).collect();
         assert!(firsts.iter().all(|d| (0..1000).contains(d)));
         assert!(firsts.iter().any(|d| *d != firsts[0]));
-        assert_eq!(p.delay_after(2, &mut rng), 1000);
-        assert_eq!(p.delay_after(11, &mut rng), 1000);
+        assert_eq!(p.delay_after(2, Jitter::FirstSleep, &mut rng), 1000);
+        assert_eq!(p.delay_after(11, Jitter::FirstSleep, &mut rng), 1000);
+    }
+
+    #[test]
+    fn events_sleeps_add_up_to_a_quarter_every_time() {
+        let p = RetryPolicy { max_tries: 12, sleep_nanos: 1000 };
+        let mut rng = SmallRng::seed_from_u64(3);
+        for tries in 1..12 {
+            let d = p.delay_after(tries, Jitter::Quarter, &mut rng);
+            assert!((1000..1250).contains(&d), "{d}");
+        }
+        let mut a = Attempts { jitter: Jitter::Quarter, ..Attempts::default() };
+        for _ in 0..11 {
+            let next = a.after_failure(WriteError::status(503, "x"), &p, false, &mut rng);
+            assert!(matches!(next, Next::SleepThenRetry { delay_nanos: 1000..1250 }), "{next:?}");
+        }
+        let next = a.after_failure(WriteError::status(503, "x"), &p, false, &mut rng);
+        assert!(matches!(next, Next::Abandon(Abandoned::RetryLimit(_))));
     }
 
     #[test]

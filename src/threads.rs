@@ -2,12 +2,14 @@
 //! memory), and that must reach Python as an exception.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::sync::lock;
 
 pub fn spawn<T: Send + 'static>(name: &str, f: impl FnOnce() -> T + Send + 'static) -> Result<JoinHandle<T>> {
     std::thread::Builder::new()
@@ -45,6 +47,46 @@ pub fn block_on<F: Future>(future: F, check: Duration, mut go_on: impl FnMut() -
     }
 }
 
+/// Turns at a resource that is handed over late (the GIL: CPython gives it to a waiting thread only after its
+/// switch interval): threads that want it announce it, and a thread holding it gives way, releasing it until
+/// they have it (bounded).
+#[derive(Debug, Default)]
+pub struct Handoff {
+    waiting: AtomicUsize,
+    /// Threads giving way (they sleep rather than spin: the waiting thread may need the very CPU they would
+    /// spin on).
+    giving_way: Mutex<usize>,
+    handed_over: Condvar,
+}
+
+impl Handoff {
+    /// This thread is about to wait for the resource.
+    pub fn announce(&self) {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// This thread, having announced, has the resource: wakes whoever gives way to it.
+    pub fn arrived(&self) {
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        if *lock(&self.giving_way) > 0 {
+            self.handed_over.notify_all();
+        }
+    }
+
+    pub fn anyone_waiting(&self) -> bool {
+        self.waiting.load(Ordering::Acquire) > 0
+    }
+
+    /// Waits up to `limit` for every announced thread to arrive; the caller has released the resource.
+    pub fn give_way(&self, limit: Duration) {
+        let mut g = lock(&self.giving_way);
+        *g += 1;
+        let (mut g, _) =
+            self.handed_over.wait_timeout_while(g, limit, |_| self.anyone_waiting()).unwrap_or_else(|p| p.into_inner());
+        *g -= 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,6 +100,30 @@ mod tests {
             asked < 3
         });
         assert_eq!((out, asked), (None, 3));
+    }
+
+    #[test]
+    fn giving_way_ends_when_the_waiter_arrives() {
+        let h = Arc::new(Handoff::default());
+        let start = Instant::now();
+        h.give_way(Duration::from_secs(10));
+        assert!(start.elapsed() < Duration::from_secs(5), "nobody waits: no wait");
+        h.announce();
+        assert!(h.anyone_waiting());
+        let waiter = {
+            let h = h.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                h.arrived();
+            })
+        };
+        h.give_way(Duration::from_secs(10));
+        assert!(!h.anyone_waiting() && start.elapsed() < Duration::from_secs(5));
+        waiter.join().unwrap();
+        h.announce();
+        let start = Instant::now();
+        h.give_way(Duration::from_millis(20));
+        assert!(start.elapsed() >= Duration::from_millis(20), "bounded: ends at the limit");
     }
 
     #[test]

@@ -8,22 +8,22 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
+use serde::Serialize;
 
 use super::cache::{Attempt, CacheStats, SeriesCache, Write};
 use super::event::EventV1;
-use super::record::{jitter, record_event, Recorded, SinkV1};
-use super::{DEFAULT_CACHE_SIZE, DEFAULT_SLEEP_DURATION, FINISH_TIME, MAX_TRIES_PER_EVENT, REFRESH_TIME};
+use super::record::{record_event, Recorded, SinkV1};
+use super::{DEFAULT_CACHE_SIZE, FINISH_TIME, REFRESH_TIME};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
+use crate::sink::{Abandoned, Attempts, Jitter, Next, RetryPolicy};
 use crate::time::Time;
 
 #[derive(Clone, Copy, Debug)]
 pub struct EngineOptions {
-    /// The base retry sleep in nanoseconds; each sleep is jittered up to +25 %.
-    pub sleep_duration: i64,
-    /// Attempts per event, the first included.
-    pub max_tries: u32,
+    /// Attempts per event, the first included, and the base retry sleep (each sleep jittered up to +25 %).
+    pub retry: RetryPolicy,
     pub cache_size: NonZeroUsize,
     /// Seeds the jitter; `None` draws the seed from the OS.
     pub seed: Option<u64>,
@@ -32,8 +32,7 @@ pub struct EngineOptions {
 impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions {
-            sleep_duration: DEFAULT_SLEEP_DURATION,
-            max_tries: MAX_TRIES_PER_EVENT,
+            retry: RetryPolicy::default(),
             cache_size: NonZeroUsize::new(DEFAULT_CACHE_SIZE).unwrap_or(NonZeroUsize::MIN),
             seed: None,
         }
@@ -42,19 +41,36 @@ impl Default for EngineOptions {
 
 impl EngineOptions {
     pub fn checked(self) -> Result<Self> {
-        if self.sleep_duration < 0 {
-            return Err(Error::Option(format!("sleep_duration must be >= 0, got {} ns", self.sleep_duration)));
+        if self.retry.sleep_nanos < 0 {
+            return Err(Error::Option(format!("sleep_duration must be >= 0, got {} ns", self.retry.sleep_nanos)));
         }
-        if self.max_tries == 0 {
+        if self.retry.max_tries == 0 {
             return Err(Error::Option("max_tries must be >= 1".into()));
         }
         Ok(self)
     }
 }
 
+/// `CacheStats` as serde writes it (`cache.rs` keeps serde out of its types).
+#[derive(Serialize)]
+#[serde(remote = "CacheStats")]
+struct CacheStatsDef {
+    observed: u64,
+    created: u64,
+    series_started: u64,
+    counted: u64,
+    refresh_writes: u64,
+    finish_writes: u64,
+    forgotten: u64,
+    evicted: u64,
+    evicted_writes: u64,
+    shutdown_writes: u64,
+}
+
 /// What the engine has done, besides the cache's decisions.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct EngineStats {
+    #[serde(flatten, with = "CacheStatsDef")]
     pub cache: CacheStats,
     /// Writes that succeeded and that failed; failures scheduled again, and events given up.
     pub writes_ok: u64,
@@ -70,7 +86,7 @@ pub struct EngineStats {
 
 struct Pending {
     event: EventV1,
-    tries: u32,
+    attempts: Attempts,
 }
 
 pub struct SeriesEngine {
@@ -150,7 +166,7 @@ impl SeriesEngine {
 
     /// The first attempt at a write `decide` asked for.
     pub fn write(&mut self, event: EventV1, sink: &mut dyn SinkV1) -> Result<()> {
-        self.attempt(event, 0, sink)
+        self.attempt(event, Attempts { tries: 0, jitter: Jitter::Quarter }, sink)
     }
 
     fn record(&mut self, sink: &mut dyn SinkV1, event: &EventV1) -> Recorded {
@@ -158,21 +174,19 @@ impl SeriesEngine {
     }
 
     /// `attemptRecording` without blocking: a retryable failure is scheduled a jittered sleep later.
-    fn attempt(&mut self, event: EventV1, tries_before: u32, sink: &mut dyn SinkV1) -> Result<()> {
-        if !self.record(sink, &event).retry {
-            return Ok(());
+    fn attempt(&mut self, event: EventV1, mut attempts: Attempts, sink: &mut dyn SinkV1) -> Result<()> {
+        let Some(e) = self.record(sink, &event).error else { return Ok(()) };
+        match attempts.after_failure(e, &self.options.retry, false, &mut self.rng) {
+            Next::Abandon(Abandoned::GaveUp(_)) => {}
+            Next::Abandon(_) => self.stats.abandoned += 1,
+            Next::SleepThenRetry { delay_nanos } => {
+                self.stats.retries += 1;
+                let at = self.clock.now()?.add_nanos(delay_nanos);
+                self.seq += 1;
+                self.retry_at.push(Reverse((at, self.seq)));
+                self.pending.insert(self.seq, Pending { event, attempts });
+            }
         }
-        let tries = tries_before + 1;
-        if tries >= self.options.max_tries {
-            self.stats.abandoned += 1;
-            return Ok(());
-        }
-        self.stats.retries += 1;
-        let unit: f64 = self.rng.random();
-        let at = self.clock.now()?.add_nanos(jitter(self.options.sleep_duration, unit));
-        self.seq += 1;
-        self.retry_at.push(Reverse((at, self.seq)));
-        self.pending.insert(self.seq, Pending { event, tries });
         Ok(())
     }
 
@@ -192,7 +206,7 @@ impl SeriesEngine {
             }
             self.retry_at.pop();
             if let Some(p) = self.pending.remove(&id) {
-                self.attempt(p.event, p.tries, sink)?;
+                self.attempt(p.event, p.attempts, sink)?;
             }
         }
         if self.next_finish <= now {
@@ -218,13 +232,13 @@ impl SeriesEngine {
         pending.sort_by_key(|(id, _)| *id);
         self.retry_at.clear();
         for (_, p) in pending {
-            if self.record(sink, &p.event).retry {
+            if self.record(sink, &p.event).retry() {
                 self.stats.abandoned += 1;
             }
         }
         let series = self.cache.drain();
         for w in &series {
-            if self.record(sink, &w.event).retry {
+            if self.record(sink, &w.event).retry() {
                 self.stats.abandoned += 1;
             }
         }
@@ -235,7 +249,8 @@ impl SeriesEngine {
 /// A round's single attempt at one write (no retry loop, as in client-go's rounds).
 fn one_attempt(stats: &mut EngineStats, sink: &mut dyn SinkV1, w: &Write, answer: bool) -> Attempt {
     let r = counted(stats, sink, &w.event, answer);
-    (r.answer, r.retry)
+    let retry = r.retry();
+    (r.answer, retry)
 }
 
 /// One `recordEvent`, counted.

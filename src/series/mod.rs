@@ -6,7 +6,10 @@
 //! the cache is a bounded LRU (an evicted live series is written on its way out), every timer and
 //! timestamp reads the engine's clock, retries are scheduled instead of sleeping, shutdown writes the
 //! final count of every live series, and a note over the server's 1024-byte limit is cut.
+//!
+//! Sink errors, their classification and the retry schedule are `crate::sink`'s, shared with core/v1.
 
+pub mod broadcaster;
 pub mod cache;
 pub mod engine;
 pub mod event;
@@ -17,12 +20,13 @@ pub mod record;
 #[cfg(test)]
 mod tests;
 
+pub use broadcaster::{BroadcasterStats, EventsBroadcaster, Host, StartError};
 pub use cache::{CacheStats, SeriesCache, Write, WriteCause};
 pub use engine::{EngineOptions, EngineStats, SeriesEngine};
 pub use event::EventV1;
 pub use key::write_key;
 pub use make::{make_event_v1, truncate_note, EventV1Input, NOTE_LENGTH_LIMIT};
-pub use record::{record_event, series_patch, Recorded, SinkError, SinkV1};
+pub use record::{record_event, series_patch, Recorded, SinkV1};
 
 const MINUTE: i64 = 60 * crate::time::NANOS_PER_SECOND;
 
@@ -31,9 +35,5 @@ const MINUTE: i64 = 60 * crate::time::NANOS_PER_SECOND;
 pub const FINISH_TIME: i64 = 6 * MINUTE;
 /// `refreshTime`: how often every live series is written.
 pub const REFRESH_TIME: i64 = 30 * MINUTE;
-/// `maxTriesPerEvent`.
-pub const MAX_TRIES_PER_EVENT: u32 = 12;
-/// `defaultSleepDuration`, the base of the jittered retry sleep.
-pub const DEFAULT_SLEEP_DURATION: i64 = 10 * crate::time::NANOS_PER_SECOND;
 /// The cache bound (client-go's map has none); the size of client-go's core/v1 LRU caches.
 pub const DEFAULT_CACHE_SIZE: usize = 4096;

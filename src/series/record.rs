@@ -4,29 +4,17 @@
 use std::fmt::Write as _;
 
 use super::event::EventV1;
-
-/// How a sink call failed, in the terms `recordEvent` distinguishes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SinkError {
-    /// HTTP 404: the patched event does not exist.
-    NotFound,
-    /// HTTP 409 on a create.
-    AlreadyExists,
-    /// Any other status the server answered with (a `StatusError`): not retried.
-    Rejected(String),
-    /// The request could not be built (client-go's `RequestConstructionError`): not retried.
-    RequestConstruction(String),
-    /// Anything else (connection errors, unexpected answers): retried.
-    Transient(String),
-}
+use crate::sink::{Verdict, WriteError};
 
 /// Where events.k8s.io/v1 events are written (`tools/events` `EventSink`, less the unused `Update`).
 /// `answer` says whether the caller uses the stored object (only the refresh round does), so that a sink
 /// may skip reading it.
 pub trait SinkV1 {
-    fn create(&mut self, event: &EventV1, answer: bool) -> Result<Option<EventV1>, SinkError>;
+    fn create(&mut self, event: &EventV1, answer: bool) -> Result<Option<EventV1>, WriteError>;
     /// `patch` is a strategic merge patch of `event`'s stored object (`event.metadata` names it).
-    fn patch(&mut self, event: &EventV1, patch: &[u8], answer: bool) -> Result<Option<EventV1>, SinkError>;
+    fn patch(&mut self, event: &EventV1, patch: &[u8], answer: bool) -> Result<Option<EventV1>, WriteError>;
+    /// A failed call as `recordEvent` logs it (a Python sink logs it to the `kubevents` logger).
+    fn report(&mut self, _message: &str) {}
 }
 
 /// The strategic merge patch from `event` without its series to `event`: exactly
@@ -56,48 +44,63 @@ pub fn series_patch(event: &EventV1) -> Vec<u8> {
 pub struct Recorded {
     /// The object the server returned, if it succeeded and returned one.
     pub answer: Option<EventV1>,
-    pub error: Option<SinkError>,
+    pub error: Option<WriteError>,
+}
+
+impl Recorded {
     /// Whether the failure is worth another attempt.
-    pub retry: bool,
+    pub fn retry(&self) -> bool {
+        self.error.as_ref().is_some_and(|e| e.verdict == Verdict::Retry)
+    }
 }
 
 /// `recordEvent`: a series is patched; a 404 turns it into a create of the whole event (with its series
-/// and no `resourceVersion`); anything else is created. A 409 on the create of a series means the first
-/// event's create raced this one, so it is retried; a 409 on a plain create, any other server answer, and
-/// an unbuildable request are not.
+/// and no `resourceVersion`); anything else is created. The error's verdict decides, but for a 409 on a
+/// series: the first event's create raced this one, so it is retried.
 pub fn record_event(sink: &mut dyn SinkV1, event: &EventV1, answer: bool) -> Recorded {
     let is_series = event.series.is_some();
     let result = if is_series {
         match sink.patch(event, &series_patch(event), answer) {
-            Err(SinkError::NotFound) => create_fresh(sink, event, answer),
-            other => other,
+            Err(e) if e.is_not_found() => create_fresh(sink, event, answer),
+            Err(e) => Err(logged(sink, "patch", e)),
+            ok => ok,
         }
     } else {
         create_fresh(sink, event, answer)
     };
     match result {
-        Ok(answer) => Recorded { answer, error: None, retry: false },
-        Err(e) => {
-            let retry = match e {
-                SinkError::AlreadyExists => is_series,
-                SinkError::NotFound | SinkError::Rejected(_) | SinkError::RequestConstruction(_) => false,
-                SinkError::Transient(_) => true,
-            };
-            Recorded { answer: None, error: Some(e), retry }
+        Ok(answer) => Recorded { answer, error: None },
+        Err(mut e) => {
+            if is_series && e.status == Some(409) {
+                e.verdict = Verdict::Retry;
+            }
+            Recorded { answer: None, error: Some(e) }
         }
     }
 }
 
-fn create_fresh(sink: &mut dyn SinkV1, event: &EventV1, answer: bool) -> Result<Option<EventV1>, SinkError> {
-    if event.metadata.resource_version.is_empty() {
-        return sink.create(event, answer);
-    }
-    let mut fresh = event.clone();
-    fresh.metadata.resource_version.clear();
-    sink.create(&fresh, answer)
+fn create_fresh(sink: &mut dyn SinkV1, event: &EventV1, answer: bool) -> Result<Option<EventV1>, WriteError> {
+    let result = if event.metadata.resource_version.is_empty() {
+        sink.create(event, answer)
+    } else {
+        let mut fresh = event.clone();
+        fresh.metadata.resource_version.clear();
+        sink.create(&fresh, answer)
+    };
+    result.map_err(|e| logged(sink, "create", e))
 }
 
-/// `wait.Jitter(d, 0.25)`: `d` plus up to a quarter of it, `unit` being a uniform draw in [0, 1).
-pub fn jitter(d: i64, unit: f64) -> i64 {
-    d.saturating_add((d as f64 * 0.25 * unit) as i64)
+/// Reports a failed call as `recordEvent` logs it, and returns it. Quiet are the answers it handles: a 409
+/// (a series' create is retried; client-go logs a plain one at V(5) only). A create that finds nothing (a
+/// missing namespace) is rejected, as in client-go.
+fn logged(sink: &mut dyn SinkV1, method: &str, e: WriteError) -> WriteError {
+    let what = match (e.status, e.verdict) {
+        (Some(409), _) => return e,
+        (_, Verdict::Retry) => "Unable to write event (may retry after sleeping)",
+        (Some(_), Verdict::GiveUp) => "Server rejected event (will not retry!)",
+        // No answer of the server: the sink itself failed (a bug in it, a request it could not make).
+        (None, Verdict::GiveUp) => "The sink failed (will not retry!)",
+    };
+    sink.report(&format!("{what}: {method}: {e}"));
+    e
 }

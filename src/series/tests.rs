@@ -8,6 +8,7 @@ use super::*;
 use crate::clock::{Clock, FakeClock};
 use crate::event::{EventSeries, ObjectReference};
 use crate::recorder::UuidSource;
+use crate::sink::{WriteError, DEFAULT_MAX_TRIES};
 use crate::time::{Time, NANOS_PER_SECOND};
 
 const S: i64 = NANOS_PER_SECOND;
@@ -20,7 +21,7 @@ struct Store {
     events: BTreeMap<(String, String), EventV1>,
     calls: Vec<(&'static str, String, String)>,
     /// Errors the next calls return, in order.
-    fail: Vec<SinkError>,
+    fail: Vec<WriteError>,
 }
 
 impl Store {
@@ -28,7 +29,7 @@ impl Store {
         (e.metadata.namespace.clone(), e.metadata.name.clone())
     }
 
-    fn injected(&mut self) -> Result<(), SinkError> {
+    fn injected(&mut self) -> Result<(), WriteError> {
         if self.fail.is_empty() {
             Ok(())
         } else {
@@ -38,26 +39,26 @@ impl Store {
 }
 
 impl SinkV1 for Store {
-    fn create(&mut self, event: &EventV1, _: bool) -> Result<Option<EventV1>, SinkError> {
+    fn create(&mut self, event: &EventV1, _: bool) -> Result<Option<EventV1>, WriteError> {
         self.calls.push(("create", event.metadata.name.clone(), event.to_json()));
         self.injected()?;
         if self.events.contains_key(&Self::key(event)) {
-            return Err(SinkError::AlreadyExists);
+            return Err(WriteError::status(409, "already exists"));
         }
         self.events.insert(Self::key(event), event.clone());
         Ok(Some(event.clone()))
     }
 
-    fn patch(&mut self, event: &EventV1, patch: &[u8], _: bool) -> Result<Option<EventV1>, SinkError> {
+    fn patch(&mut self, event: &EventV1, patch: &[u8], _: bool) -> Result<Option<EventV1>, WriteError> {
         let body = String::from_utf8(patch.to_vec()).unwrap();
         self.calls.push(("patch", event.metadata.name.clone(), body));
         self.injected()?;
-        let stored = self.events.get_mut(&Self::key(event)).ok_or(SinkError::NotFound)?;
+        let stored = self.events.get_mut(&Self::key(event)).ok_or_else(|| WriteError::status(404, "not found"))?;
         #[derive(serde::Deserialize)]
         struct Patch {
             series: EventSeries,
         }
-        let p: Patch = serde_json::from_slice(patch).map_err(|e| SinkError::Rejected(e.to_string()))?;
+        let p: Patch = serde_json::from_slice(patch).map_err(|e| WriteError::status(422, e.to_string()))?;
         stored.series = Some(p.series);
         Ok(Some(stored.clone()))
     }
@@ -134,18 +135,21 @@ fn record_event_to_sink() {
     let mut store = Store::default();
     record_event(&mut store, &plain(), true);
     let r = record_event(&mut store, &plain(), true);
-    assert_eq!((r.error, r.retry), (Some(SinkError::AlreadyExists), false));
-    let mut store = Store { fail: vec![SinkError::NotFound, SinkError::AlreadyExists], ..Default::default() };
+    assert_eq!((r.error.as_ref().and_then(|e| e.status), r.retry()), (Some(409), false));
+    let mut store = Store {
+        fail: vec![WriteError::status(404, "not found"), WriteError::status(409, "already exists")],
+        ..Default::default()
+    };
     let r = record_event(&mut store, &with_series(plain()), true);
-    assert!(r.retry);
+    assert!(r.retry());
     assert_eq!(store.calls.iter().map(|c| c.0).collect::<Vec<_>>(), ["patch", "create"]);
     for (err, retry) in [
-        (SinkError::Rejected("422".into()), false),
-        (SinkError::RequestConstruction("bad".into()), false),
-        (SinkError::Transient("refused".into()), true),
+        (WriteError::status(422, "invalid"), false),
+        (WriteError::give_up("bad"), false),
+        (WriteError::retry("refused"), true),
     ] {
         let mut store = Store { fail: vec![err], ..Default::default() };
-        assert_eq!(record_event(&mut store, &plain(), true).retry, retry);
+        assert_eq!(record_event(&mut store, &plain(), true).retry(), retry);
     }
 }
 
@@ -198,7 +202,10 @@ fn finish_series() {
     cache.observe(singleton, now);
     cache.finish_round(now, |w| {
         let r = record_event(&mut store, &w.event, true);
-        (r.answer, r.retry)
+        {
+            let retry = r.retry();
+            (r.answer, retry)
+        }
     });
     assert_eq!(store.calls.len(), 1);
     assert_eq!(store.calls[0].0, "patch");
@@ -214,7 +221,7 @@ fn finish_series() {
 // TestRefreshExistingEventSeries
 #[test]
 fn refresh_existing_event_series() {
-    for fail in [None, Some(SinkError::RequestConstruction("bad".into()))] {
+    for fail in [None, Some(WriteError::give_up("bad"))] {
         let mut cache = SeriesCache::new(NonZeroUsize::new(16).unwrap());
         let e = event_at(T0, "started");
         cache.observe(e.clone(), T0);
@@ -225,7 +232,10 @@ fn refresh_existing_event_series() {
             writes += 1;
             assert_eq!(w.cause, WriteCause::Refresh);
             let r = record_event(&mut store, &w.event, true);
-            (r.answer, r.retry)
+            {
+                let retry = r.retry();
+                (r.answer, retry)
+            }
         });
         assert_eq!(writes, 1);
         assert_eq!(store.calls.iter().filter(|c| c.0 == "patch").count(), 1);
@@ -306,7 +316,7 @@ fn retries_are_scheduled_on_the_clock_with_jitter() {
     let clock = Arc::new(FakeClock::new(T0));
     let mut eng = engine(&clock, 16);
     eng.run_due(&mut Store::default()).unwrap();
-    let transient = || SinkError::Transient("connection refused".into());
+    let transient = || WriteError::retry("connection refused");
     let mut store = Store { fail: vec![transient(), transient()], ..Default::default() };
     eng.observe(event_at(T0, "started"), &mut store).unwrap();
     let first_retry = eng.next_due();
@@ -333,7 +343,7 @@ fn retries_are_scheduled_on_the_clock_with_jitter() {
         clock.set(eng.next_due().max(clock.get()));
         eng.run_due(&mut store).unwrap();
     }
-    assert_eq!(store.calls.iter().filter(|c| c.0 == "create").count(), MAX_TRIES_PER_EVENT as usize);
+    assert_eq!(store.calls.iter().filter(|c| c.0 == "create").count(), DEFAULT_MAX_TRIES as usize);
     assert_eq!(eng.stats().abandoned, 1);
 }
 
