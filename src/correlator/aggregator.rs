@@ -7,7 +7,7 @@
 
 use std::num::NonZeroUsize;
 
-use super::lru::Lru;
+use crate::lru::Lru;
 use crate::event::Event;
 use crate::names::push_go_hex;
 use crate::time::Time;

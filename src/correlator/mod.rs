@@ -3,7 +3,6 @@
 
 mod aggregator;
 pub mod keys;
-mod lru;
 mod observe;
 pub mod patch;
 pub mod rate;

@@ -3,7 +3,7 @@
 
 use std::num::NonZeroUsize;
 
-use super::lru::Lru;
+use crate::lru::Lru;
 use crate::event::Event;
 use crate::time::Time;
 

@@ -2,7 +2,7 @@
 
 use std::num::NonZeroUsize;
 
-use super::lru::Lru;
+use crate::lru::Lru;
 use super::rate::TokenBucket;
 use crate::error::Result;
 use crate::time::Time;
