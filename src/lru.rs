@@ -336,7 +336,7 @@ mod tests {
     #[test]
     fn push_returns_the_evicted_value() {
         let mut c = lru(2);
-        let mut push = |c: &mut Lru<u32>, k: &str, v| {
+        let push = |c: &mut Lru<u32>, k: &str, v| {
             let h = c.hash(k.as_bytes());
             c.push(h, k.as_bytes(), v)
         };
