@@ -69,7 +69,7 @@ impl CorrelatorOptions {
             return Err(Error::Option(format!("qps must be a finite number >= 0, got {}", self.qps)));
         }
         if self.max_interval_seconds < 0 {
-            return Err(Error::Option(format!("max_interval must be >= 0 seconds, got {}", self.max_interval_seconds)));
+            return Err(Error::Option(format!("max_interval must be >= 0, got {}", self.max_interval_seconds)));
         }
         // The caches grow as keys arrive, indexed by u32; a bound past that could never be reached anyway.
         if self.lru_cache_size > MAX_LRU_CACHE_SIZE {

@@ -7,44 +7,97 @@ use std::sync::{Mutex, MutexGuard};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyMapping, PyString};
 
 use super::clock::clock_arg;
 use super::convert::{event_from_py, event_to_py, reference_from_py, source_from_py, type_name};
-use super::errors::{external, int_opt};
+use super::errors::{external, int_arg, int_opt};
 use super::lifecycle;
-use crate::correlator::{Correlation, CorrelatorOptions, EventCorrelator, KeyFuncs, DEFAULT_QPS};
+use crate::correlator::{
+    Correlation, CorrelatorOptions, EventCorrelator, KeyFuncs, DEFAULT_BURST, DEFAULT_LRU_CACHE_SIZE, DEFAULT_MAX_EVENTS,
+    DEFAULT_MAX_INTERVAL_SECONDS, DEFAULT_QPS,
+};
 use crate::error::Error;
 use crate::event::{Event, EventSource};
 use crate::recorder::{make_event as core_make_event, EventInput, UuidSource};
 
-/// Correlator options from Python keywords, checked with messages that name the option.
-pub fn options_from_py(
-    lru_cache_size: i64,
-    burst: i64,
-    qps: f64,
-    max_events: i64,
-    max_interval: i64,
-) -> PyResult<CorrelatorOptions> {
-    let non_negative = |name: &str, v: i64| -> PyResult<i64> {
-        if v < 0 {
-            Err(PyValueError::new_err(format!("{name} must be >= 0, got {v}")))
-        } else {
-            Ok(v)
+/// The correlator's options as Python passes them, to `Correlator`, `Broadcaster` and `simulate` as keywords
+/// and to `replay_grid` as grid entries. `options()` is the one conversion; the core checks the values.
+#[derive(Clone, Copy)]
+pub struct CorrelatorArgs {
+    pub lru_cache_size: i64,
+    pub burst: i64,
+    pub qps: f64,
+    pub max_events: i64,
+    pub max_interval: i64,
+}
+
+impl CorrelatorArgs {
+    /// client-go's defaults, for the keyword defaults.
+    pub const DEFAULT: CorrelatorArgs = CorrelatorArgs {
+        lru_cache_size: DEFAULT_LRU_CACHE_SIZE as i64,
+        burst: DEFAULT_BURST,
+        qps: DEFAULT_QPS as f64,
+        max_events: DEFAULT_MAX_EVENTS as i64,
+        max_interval: DEFAULT_MAX_INTERVAL_SECONDS,
+    };
+
+    /// The names a grid entry may use, as the keywords.
+    pub const NAMES: [&'static str; 5] = ["lru_cache_size", "burst", "qps", "max_events", "max_interval"];
+
+    /// Checked options with zeros replaced by the defaults; errors name the option.
+    pub fn options(&self) -> PyResult<CorrelatorOptions> {
+        let size = |name: &str, v: i64| {
+            usize::try_from(v).map_err(|_| PyValueError::new_err(format!("{name} must be >= 0, got {v}")))
+        };
+        // CorrelatorOptions.QPS is a float32 in client-go; a finite f64 past its range is refused as it is.
+        if self.qps.is_finite() && self.qps.abs() > f64::from(f32::MAX) {
+            return Err(PyValueError::new_err(format!("qps must be a finite number >= 0, got {}", self.qps)));
         }
-    };
-    if !qps.is_finite() || qps < 0.0 || qps > f64::from(f32::MAX) {
-        return Err(PyValueError::new_err(format!("qps must be a finite number >= 0, got {qps}")));
+        let options = CorrelatorOptions {
+            lru_cache_size: size("lru_cache_size", self.lru_cache_size)?,
+            burst: self.burst,
+            qps: self.qps as f32,
+            max_events: size("max_events", self.max_events)?,
+            max_interval_seconds: self.max_interval,
+        };
+        Ok(options.populated()?)
     }
-    let options = CorrelatorOptions {
-        lru_cache_size: non_negative("lru_cache_size", lru_cache_size)? as usize,
-        burst: non_negative("burst", burst)?,
-        // CorrelatorOptions.QPS is a float32 in client-go.
-        qps: qps as f32,
-        max_events: non_negative("max_events", max_events)? as usize,
-        max_interval_seconds: non_negative("max_interval", max_interval)?,
-    };
-    Ok(options.populated()?)
+
+    /// The options of `replay_grid`'s entry `i`, a mapping of some of `NAMES`; the others keep their defaults.
+    pub fn from_grid(entry: &Bound<'_, PyAny>, i: usize) -> PyResult<CorrelatorOptions> {
+        let map = entry.cast::<PyMapping>().map_err(|_| {
+            PyTypeError::new_err(format!("grid[{i}]: expected a dict of options, got {}", type_name(entry)))
+        })?;
+        let mut args = CorrelatorArgs::DEFAULT;
+        for item in map.items()?.iter() {
+            let (k, v): (String, Bound<'_, PyAny>) = item.extract()?;
+            let int = |v: &Bound<'_, PyAny>| -> PyResult<i64> {
+                if v.is_instance_of::<PyBool>() {
+                    return Err(PyTypeError::new_err(format!("grid[{i}]: {k} must be an int, got bool")));
+                }
+                int_arg(v, &format!("grid[{i}]: {k}"))
+            };
+            match k.as_str() {
+                "lru_cache_size" => args.lru_cache_size = int(&v)?,
+                "burst" => args.burst = int(&v)?,
+                "max_events" => args.max_events = int(&v)?,
+                "max_interval" => args.max_interval = int(&v)?,
+                "qps" => {
+                    args.qps = v.extract::<f64>().map_err(|_| {
+                        PyTypeError::new_err(format!("grid[{i}]: qps must be a number, got {}", type_name(&v)))
+                    })?
+                }
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "grid[{i}]: unknown option {other:?}; the grid takes {}",
+                        Self::NAMES.join(", ")
+                    )))
+                }
+            }
+        }
+        args.options().map_err(|e| PyValueError::new_err(format!("grid[{i}]: {}", e.value(entry.py()))))
+    }
 }
 
 /// Python callables as the correlator's key functions; each gets the event as a dict.
@@ -172,8 +225,10 @@ impl Drop for Locked<'_> {
 #[pymethods]
 impl PyCorrelator {
     #[new]
-    #[pyo3(signature = (*, clock=None, lru_cache_size=4096, burst=25, qps=f64::from(DEFAULT_QPS), max_events=10,
-                        max_interval=600, key_func=None, message_func=None, spam_key_func=None))]
+    #[pyo3(signature = (*, clock=None, lru_cache_size=CorrelatorArgs::DEFAULT.lru_cache_size,
+                        burst=CorrelatorArgs::DEFAULT.burst, qps=CorrelatorArgs::DEFAULT.qps,
+                        max_events=CorrelatorArgs::DEFAULT.max_events, max_interval=CorrelatorArgs::DEFAULT.max_interval,
+                        key_func=None, message_func=None, spam_key_func=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         clock: Option<&Bound<'_, PyAny>>,
@@ -186,7 +241,7 @@ impl PyCorrelator {
         message_func: Option<Py<PyAny>>,
         spam_key_func: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
-        let options = options_from_py(lru_cache_size, burst, qps, max_events, max_interval)?;
+        let options = CorrelatorArgs { lru_cache_size, burst, qps, max_events, max_interval }.options()?;
         let funcs = key_funcs_from_py(key_func, message_func, spam_key_func)?;
         let correlator = EventCorrelator::new(options, clock_arg(clock)?, funcs)?;
         Ok(PyCorrelator { inner: Mutex::new(correlator), owner: AtomicU64::new(0) })

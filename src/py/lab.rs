@@ -7,20 +7,16 @@ use std::path::PathBuf;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyMapping, PyString};
+use pyo3::types::{PyDict, PyList, PyString};
 
 use super::clock::to_duration;
 use super::convert::type_name;
-use super::correlator::options_from_py;
+use super::correlator::CorrelatorArgs;
 use super::errors::int_arg;
 use super::sim::{next_batch, BATCH};
-use crate::correlator::CorrelatorOptions;
 use crate::error::Error;
 use crate::sim::sweep::{sweep, Progress};
 use crate::sim::{JsonLines, ObjectKey, Record, Summary};
-
-/// The sweepable options, as `simulate` names them.
-pub const GRID_KEYS: [&str; 5] = ["lru_cache_size", "burst", "qps", "max_events", "max_interval"];
 
 /// The default window of the peak write rates: one minute.
 pub const DEFAULT_WINDOW_NS: i64 = 60_000_000_000;
@@ -117,43 +113,6 @@ fn load_records(py: Python<'_>, trace: &Bound<'_, PyAny>) -> PyResult<Vec<Record
     }
 }
 
-fn options_from_grid(entry: &Bound<'_, PyAny>, i: usize) -> PyResult<CorrelatorOptions> {
-    let map = entry.cast::<PyMapping>().map_err(|_| {
-        PyTypeError::new_err(format!("grid[{i}]: expected a dict of options, got {}", type_name(entry)))
-    })?;
-    let d = CorrelatorOptions::default();
-    let (mut cache, mut burst, mut qps, mut max_events, mut max_interval) =
-        (d.lru_cache_size as i64, d.burst, f64::from(d.qps), d.max_events as i64, d.max_interval_seconds);
-    for item in map.items()?.iter() {
-        let (k, v): (String, Bound<'_, PyAny>) = item.extract()?;
-        let int = |v: &Bound<'_, PyAny>| -> PyResult<i64> {
-            if v.is_instance_of::<pyo3::types::PyBool>() {
-                return Err(PyTypeError::new_err(format!("grid[{i}]: {k} must be an int, got bool")));
-            }
-            int_arg(v, &format!("grid[{i}]: {k}"))
-        };
-        match k.as_str() {
-            "lru_cache_size" => cache = int(&v)?,
-            "burst" => burst = int(&v)?,
-            "max_events" => max_events = int(&v)?,
-            "max_interval" => max_interval = int(&v)?,
-            "qps" => {
-                qps = v.extract::<f64>().map_err(|_| {
-                    PyTypeError::new_err(format!("grid[{i}]: qps must be a number, got {}", type_name(&v)))
-                })?
-            }
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "grid[{i}]: unknown option {other:?}; the grid takes {}",
-                    GRID_KEYS.join(", ")
-                )))
-            }
-        }
-    }
-    options_from_py(cache, burst, qps, max_events, max_interval)
-        .map_err(|e| PyValueError::new_err(format!("grid[{i}]: {}", e.value(entry.py()))))
-}
-
 /// Replays one trace under each entry of `grid` (dicts of `simulate` options; missing ones take client-go's
 /// defaults) on `workers` native threads with the GIL released, and returns the metrics of each replay in
 /// grid order. `on_result(index, metrics)` is called on the calling thread as each replay finishes.
@@ -176,7 +135,7 @@ pub fn replay_grid<'py>(
         .map_err(|_| PyTypeError::new_err(format!("grid: expected a list of dicts, got {}", type_name(grid))))?;
     let mut options = Vec::new();
     for (i, entry) in entries.enumerate() {
-        options.push(options_from_grid(&entry?, i)?);
+        options.push(CorrelatorArgs::from_grid(&entry?, i)?);
     }
     let workers = match workers.filter(|w| !w.is_none()).map(|w| int_arg::<i64>(w, "workers")).transpose()? {
         Some(w) if w < 1 => return Err(PyValueError::new_err(format!("workers must be >= 1, got {w}"))),

@@ -12,10 +12,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList};
 
 use super::convert::record_from_py;
-use super::correlator::{key_funcs_from_py, options_from_py};
+use super::correlator::{key_funcs_from_py, CorrelatorArgs};
 use super::errors::{int_arg, int_opt};
 use super::lab::{data_frame, object_dict, summary_dict, window_from_py, DEFAULT_WINDOW_NS};
-use crate::correlator::{CorrelatorOptions, DEFAULT_QPS};
+use crate::correlator::CorrelatorOptions;
 use crate::error::Error;
 use crate::sim::{Action, JsonLines, ObjectKey, ObjectTotals, Record, Simulator, Step, Summary, Totals};
 
@@ -318,8 +318,10 @@ fn fill(py: Python<'_>, st: &mut DecisionState) -> PyResult<()> {
 /// With `metrics=True` it also collects the metrics of `kubevents.lab` (peak rates over `window` seconds),
 /// whose memory grows with the distinct (object, reason, message) of the trace (`kubevents.lab`).
 #[pyfunction]
-#[pyo3(signature = (trace, *, lru_cache_size=4096, burst=25, qps=f64::from(DEFAULT_QPS), max_events=10,
-                    max_interval=600, key_func=None, message_func=None, spam_key_func=None, per_object=false,
+#[pyo3(signature = (trace, *, lru_cache_size=CorrelatorArgs::DEFAULT.lru_cache_size,
+                    burst=CorrelatorArgs::DEFAULT.burst, qps=CorrelatorArgs::DEFAULT.qps,
+                    max_events=CorrelatorArgs::DEFAULT.max_events, max_interval=CorrelatorArgs::DEFAULT.max_interval,
+                    key_func=None, message_func=None, spam_key_func=None, per_object=false,
                     metrics=false, window=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn simulate(
@@ -337,7 +339,7 @@ pub fn simulate(
     metrics: bool,
     window: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PySimulation> {
-    let options = options_from_py(lru_cache_size, burst, qps, max_events, max_interval)?;
+    let options = CorrelatorArgs { lru_cache_size, burst, qps, max_events, max_interval }.options()?;
     let window_ns = window.map(window_from_py).transpose()?.unwrap_or(DEFAULT_WINDOW_NS);
     let funcs: PyKeyFuncs = (key_func, message_func, spam_key_func);
     let mut sim = new_simulator(py, options, &funcs, per_object)?;
