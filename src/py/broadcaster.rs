@@ -165,9 +165,7 @@ fn positive(name: &str, v: i64) -> PyResult<usize> {
 impl PyBroadcaster {
     #[new]
     #[pyo3(signature = (*, clock=None, sleep_duration=None, max_tries=12, queue_length=1000, full_channel="drop",
-                        lru_cache_size=CorrelatorArgs::DEFAULT.lru_cache_size, burst=CorrelatorArgs::DEFAULT.burst,
-                        qps=CorrelatorArgs::DEFAULT.qps, max_events=CorrelatorArgs::DEFAULT.max_events,
-                        max_interval=CorrelatorArgs::DEFAULT.max_interval,
+                        lru_cache_size=4096, burst=25, qps=CorrelatorArgs::DEFAULT.qps, max_events=10, max_interval=600,
                         key_func=None, message_func=None, spam_key_func=None, catch_up_wait=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(

@@ -14,8 +14,8 @@ use super::convert::{event_from_py, event_to_py, reference_from_py, source_from_
 use super::errors::{external, int_arg, int_opt};
 use super::lifecycle;
 use crate::correlator::{
-    Correlation, CorrelatorOptions, EventCorrelator, KeyFuncs, DEFAULT_BURST, DEFAULT_LRU_CACHE_SIZE, DEFAULT_MAX_EVENTS,
-    DEFAULT_MAX_INTERVAL_SECONDS, DEFAULT_QPS,
+    Correlation, CorrelatorOptions, EventCorrelator, KeyFuncs, DEFAULT_BURST, DEFAULT_LRU_CACHE_SIZE,
+    DEFAULT_MAX_EVENTS, DEFAULT_MAX_INTERVAL_SECONDS, DEFAULT_QPS,
 };
 use crate::error::Error;
 use crate::event::{Event, EventSource};
@@ -32,8 +32,17 @@ pub struct CorrelatorArgs {
     pub max_interval: i64,
 }
 
+// The keyword defaults of `Correlator`, `Broadcaster` and `simulate` are spelt out for Python to show them
+// (pyo3 shows `...` for any other expression); they must be the core's.
+const _: () = assert!(
+    DEFAULT_LRU_CACHE_SIZE == 4096
+        && DEFAULT_BURST == 25
+        && DEFAULT_MAX_EVENTS == 10
+        && DEFAULT_MAX_INTERVAL_SECONDS == 600
+);
+
 impl CorrelatorArgs {
-    /// client-go's defaults, for the keyword defaults.
+    /// client-go's defaults.
     pub const DEFAULT: CorrelatorArgs = CorrelatorArgs {
         lru_cache_size: DEFAULT_LRU_CACHE_SIZE as i64,
         burst: DEFAULT_BURST,
@@ -225,10 +234,8 @@ impl Drop for Locked<'_> {
 #[pymethods]
 impl PyCorrelator {
     #[new]
-    #[pyo3(signature = (*, clock=None, lru_cache_size=CorrelatorArgs::DEFAULT.lru_cache_size,
-                        burst=CorrelatorArgs::DEFAULT.burst, qps=CorrelatorArgs::DEFAULT.qps,
-                        max_events=CorrelatorArgs::DEFAULT.max_events, max_interval=CorrelatorArgs::DEFAULT.max_interval,
-                        key_func=None, message_func=None, spam_key_func=None))]
+    #[pyo3(signature = (*, clock=None, lru_cache_size=4096, burst=25, qps=CorrelatorArgs::DEFAULT.qps,
+                        max_events=10, max_interval=600, key_func=None, message_func=None, spam_key_func=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         clock: Option<&Bound<'_, PyAny>>,

@@ -318,10 +318,8 @@ fn fill(py: Python<'_>, st: &mut DecisionState) -> PyResult<()> {
 /// With `metrics=True` it also collects the metrics of `kubevents.lab` (peak rates over `window` seconds),
 /// whose memory grows with the distinct (object, reason, message) of the trace (`kubevents.lab`).
 #[pyfunction]
-#[pyo3(signature = (trace, *, lru_cache_size=CorrelatorArgs::DEFAULT.lru_cache_size,
-                    burst=CorrelatorArgs::DEFAULT.burst, qps=CorrelatorArgs::DEFAULT.qps,
-                    max_events=CorrelatorArgs::DEFAULT.max_events, max_interval=CorrelatorArgs::DEFAULT.max_interval,
-                    key_func=None, message_func=None, spam_key_func=None, per_object=false,
+#[pyo3(signature = (trace, *, lru_cache_size=4096, burst=25, qps=CorrelatorArgs::DEFAULT.qps, max_events=10,
+                    max_interval=600, key_func=None, message_func=None, spam_key_func=None, per_object=false,
                     metrics=false, window=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn simulate(
