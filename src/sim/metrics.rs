@@ -585,6 +585,24 @@ mod tests {
     }
 
     #[test]
+    fn rows_are_in_the_order_python_shows_them() {
+        let mut m = Replay::new(10 * S, true);
+        m.observe(&occ(0, "a", "R", "m", Action::Create, false, "e", 1));
+        m.observe(&occ(1, "a", "R", "m", Action::Skip, false, "e", 2));
+        let overall = serde_json::to_value(m.summary().row(10 * S, true)).unwrap();
+        let (key, s) = m.objects().unwrap().remove(0);
+        let object = ObjectSummaryRow { kind: key.0, namespace: key.1, name: key.2, summary: s.row(10 * S, false) };
+        let json = serde_json::to_string(&object).unwrap();
+        assert!(json.starts_with(r#"{"kind":"Pod","namespace":"default","name":"a","events":2,"writes":1,"#), "{json}");
+        assert!(json.ends_with(r#""peak_writes":1,"peak_write_rate":0.1,"max_count":1}"#), "{json}");
+        assert_eq!((overall["spam_skipped"].as_u64(), overall["unreported"].as_u64()), (Some(1), Some(1)));
+        assert_eq!(
+            (overall["write_reduction"].as_f64(), overall["peak_object_write_rate"].as_f64()),
+            (Some(0.5), Some(0.1))
+        );
+    }
+
+    #[test]
     fn the_window_includes_both_ends() {
         let mut w = Window::default();
         for t in [0, 10, 20, 21] {

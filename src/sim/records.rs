@@ -153,3 +153,88 @@ impl Iterator for Decisions {
         self.ready.pop_front().map(Ok)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::correlator::{CorrelatorOptions, KeyFuncs};
+    use crate::sim::InvolvedRecord;
+
+    fn records(n: i64) -> Vec<Record<'static>> {
+        (0..n)
+            .map(|i| Record {
+                t_ns: 1_700_000_000_000_000_000 + i * 1_000_000,
+                involved: InvolvedRecord {
+                    kind: "Pod".into(),
+                    name: format!("p{}", i % 7).into(),
+                    ..Default::default()
+                },
+                reason: "BackOff".into(),
+                message: format!("m{}", i % 3).into(),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    /// Batches of the records as a converting caller hands them over, counting the calls.
+    fn batches(all: Vec<Record<'static>>, calls: std::sync::Arc<std::sync::atomic::AtomicUsize>) -> Records {
+        let mut rest = all.into_iter();
+        Records::Batches(Box::new(move |out| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            out.extend(rest.by_ref().take(BATCH));
+            Ok(())
+        }))
+    }
+
+    fn simulator() -> Simulator {
+        Simulator::new(CorrelatorOptions { burst: 5, ..Default::default() }, KeyFuncs::default(), true).unwrap()
+    }
+
+    #[test]
+    fn batches_replay_every_record_and_stop_at_a_short_batch() {
+        for n in [0, 1, BATCH as i64, 2 * BATCH as i64 + 5] {
+            let calls = std::sync::Arc::default();
+            let mut sim = simulator();
+            batches(records(n), std::sync::Arc::clone(&calls)).run(&mut sim).unwrap();
+            let mut one_by_one = simulator();
+            for r in &records(n) {
+                one_by_one.step(r).unwrap();
+            }
+            assert_eq!(sim.report(), one_by_one.report(), "n={n}");
+            assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), n as usize / BATCH + 1, "n={n}");
+            let collected = batches(records(n), std::sync::Arc::default()).collect().unwrap();
+            assert_eq!(collected, records(n));
+        }
+    }
+
+    #[test]
+    fn decisions_follow_the_replay() {
+        let n = BATCH as i64 + 10;
+        let decisions: Vec<_> =
+            Decisions::new(simulator(), batches(records(n), std::sync::Arc::default())).map(Result::unwrap).collect();
+        assert_eq!(decisions.len(), n as usize);
+        assert!(decisions.iter().enumerate().all(|(i, d)| d.index == i as u64));
+        let mut sim = simulator();
+        for (r, d) in records(n).iter().zip(&decisions) {
+            let step = sim.step(r).unwrap();
+            assert_eq!(d.action, step.action);
+            assert_eq!(d.count.is_none(), step.action == Action::Skip);
+        }
+        let first_patch = decisions.iter().find(|d| d.action == Action::Patch).unwrap();
+        assert!(first_patch.patch.as_deref().unwrap().starts_with(r#"{"count":2"#), "{first_patch:?}");
+        assert!(decisions.iter().any(|d| d.action == Action::Skip));
+    }
+
+    #[test]
+    fn an_error_of_the_caller_ends_the_replay_with_it() {
+        let mut records = Records::Batches(Box::new(|_| Err(Error::value("trace item 3", "bad"))));
+        let err = records.run(&mut simulator()).unwrap_err();
+        assert_eq!(err.to_string(), "trace item 3: bad");
+    }
+
+    #[test]
+    fn a_missing_file_is_named() {
+        let Err(err) = Records::open(Path::new("/nonexistent/trace.jsonl")) else { panic!("opened") };
+        assert!(err.to_string().starts_with("/nonexistent/trace.jsonl: "), "{err}");
+    }
+}
