@@ -4,8 +4,7 @@
 //!
 //! Keys are byte strings hashed once by the caller (a miss is a `get` then an `add`). Entries live in a
 //! `Vec` linked by index, and an evicted entry's slot (key buffer and value) is reused by the key that
-//! evicts it, so a full cache allocates nothing. The `lru` crate costs 36-54 % more per replayed event on
-//! the workloads that miss (BENCHMARKS.md, issue 14).
+//! evicts it, so a full cache allocates nothing: cheaper than the `lru` crate where keys miss (BENCHMARKS.md).
 
 use std::hash::BuildHasher;
 use std::num::NonZeroUsize;

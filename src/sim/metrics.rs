@@ -14,8 +14,8 @@
 //!
 //! Memory grows with the distinct values, not with the occurrences: an exact count of the distinct (object,
 //! reason, message) needs each of them kept, the peak per object each object's window, and the delays each
-//! event with skipped occurrences. About 250-330 bytes per distinct object and message (each kept once, as
-//! ids in small tables); the per-object metrics, when kept, add a summary per object. BENCHMARKS.md, run 17.
+//! event with skipped occurrences. Each distinct value is kept once, its uses as ids in small tables; the
+//! per-object metrics, when kept, add a summary per object (figures in BENCHMARKS.md).
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
@@ -201,8 +201,7 @@ struct Pending {
 }
 
 /// Small ids for byte strings, so that the keys of the distinct-value tables are integers. The strings are
-/// kept end to end in one buffer and the table holds ids alone: 4 bytes an entry, where a boxed key took 24
-/// and an allocation of its own.
+/// kept end to end in one buffer and the table holds ids alone (4 bytes an entry, no allocation per string).
 #[derive(Default)]
 struct Interner {
     hasher: RandomState,
@@ -236,8 +235,8 @@ fn string<'a>(bytes: &'a [u8], ends: &[usize], id: u32) -> &'a [u8] {
     &bytes[if i == 0 { 0 } else { ends[i - 1] }..ends[i]]
 }
 
-/// A key of ids: an entry of the messages table takes 16 bytes where a u128 key (16-aligned) took 32. Hashed
-/// as one integer, as the packed keys were (an array hashes its length and each id).
+/// A key of ids, 4-aligned so that an entry of the messages table takes 16 bytes. Hashed as one integer (an
+/// array would hash its length and each id).
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Ids<const N: usize>([u32; N]);
 
@@ -574,7 +573,7 @@ mod tests {
 
     #[test]
     fn what_each_distinct_value_costs_stays_small() {
-        // The table entries and the per-object state (BENCHMARKS.md, run 17): a u128 key made an entry of 32.
+        // What each distinct value costs depends on these sizes.
         assert_eq!(std::mem::size_of::<(Ids<3>, bool)>(), 16);
         assert_eq!(std::mem::size_of::<(Ids<2>, bool)>(), 12);
         assert!(std::mem::size_of::<PerObject>() <= 48);
