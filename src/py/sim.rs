@@ -2,7 +2,7 @@
 
 use crate::sync::lock;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Mutex, TryLockError};
 
 use pyo3::exceptions::{PyImportError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -200,7 +200,17 @@ impl PyDecisions {
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match lifecycle::detach(py, || lock(&self.inner).next()) {
+        // A decision computed already comes without giving up the GIL; the lock is only tried with it held.
+        let ready = match self.inner.try_lock() {
+            Ok(mut d) => d.next_ready(),
+            Err(TryLockError::Poisoned(p)) => p.into_inner().next_ready(),
+            Err(TryLockError::WouldBlock) => None,
+        };
+        let next = match ready {
+            Some(d) => Some(Ok(d)),
+            None => lifecycle::detach(py, || lock(&self.inner).next()),
+        };
+        match next {
             None => Ok(None),
             Some(d) => Ok(Some(pythonize(py, &d?)?)),
         }

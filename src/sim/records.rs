@@ -137,6 +137,11 @@ impl Decisions {
     pub fn new(sim: Simulator, records: Records) -> Self {
         Decisions { sim, records, batch: Vec::new(), ready: VecDeque::new(), done: false }
     }
+
+    /// The next decision if it is computed already; `next()` computes more.
+    pub fn next_ready(&mut self) -> Option<Decision> {
+        self.ready.pop_front()
+    }
 }
 
 impl Iterator for Decisions {
@@ -213,6 +218,10 @@ mod tests {
         let decisions: Vec<_> =
             Decisions::new(simulator(), batches(records(n), std::sync::Arc::default())).map(Result::unwrap).collect();
         assert_eq!(decisions.len(), n as usize);
+        let mut lazy = Decisions::new(simulator(), batches(records(n), std::sync::Arc::default()));
+        assert_eq!(lazy.next_ready(), None, "nothing is computed before next()");
+        assert_eq!(lazy.next().unwrap().unwrap(), decisions[0]);
+        assert_eq!(lazy.next_ready().as_ref(), Some(&decisions[1]), "next() computed a batch");
         assert!(decisions.iter().enumerate().all(|(i, d)| d.index == i as u64));
         let mut sim = simulator();
         for (r, d) in records(n).iter().zip(&decisions) {
