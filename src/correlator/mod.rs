@@ -6,6 +6,7 @@ pub mod keys;
 mod observe;
 pub mod patch;
 pub mod rate;
+mod shared;
 mod spam;
 
 use std::num::NonZeroUsize;
@@ -16,6 +17,7 @@ use aggregator::Aggregator;
 pub use keys::{AggregateKeyFn, MessageFn, SpamKeyFn};
 use observe::Observer;
 use patch::count_patch_into;
+pub use shared::{Locked, SharedCorrelator};
 use spam::SpamFilter;
 
 use crate::clock::Clock;

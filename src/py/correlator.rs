@@ -1,11 +1,8 @@
 //! `kubevents.Correlator` and `kubevents.make_event`.
 
-use crate::sync::lock;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyMapping, PyString};
 
@@ -14,7 +11,7 @@ use super::convert::{event_from_py, event_to_py, reference_from_py, source_from_
 use super::errors::{external, int_arg, int_opt};
 use super::lifecycle;
 use crate::correlator::{
-    Correlation, CorrelatorOptions, EventCorrelator, KeyFuncs, DEFAULT_BURST, DEFAULT_LRU_CACHE_SIZE,
+    Correlation, CorrelatorOptions, EventCorrelator, KeyFuncs, SharedCorrelator, DEFAULT_BURST, DEFAULT_LRU_CACHE_SIZE,
     DEFAULT_MAX_EVENTS, DEFAULT_MAX_INTERVAL_SECONDS, DEFAULT_QPS,
 };
 use crate::error::Error;
@@ -209,26 +206,7 @@ pub fn correlation_to_py(py: Python<'_>, c: Correlation) -> PyResult<PyCorrelate
 /// client-go's `EventCorrelator`.
 #[pyclass(module = "kubevents", name = "Correlator", frozen)]
 pub struct PyCorrelator {
-    inner: Mutex<EventCorrelator>,
-    /// The thread holding `inner` (0: none), so that a key function or clock calling back into this
-    /// correlator gets an error instead of deadlocking on the lock its own thread holds.
-    owner: AtomicU64,
-}
-
-static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
-thread_local! {
-    static THREAD: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
-}
-
-struct Locked<'a> {
-    guard: MutexGuard<'a, EventCorrelator>,
-    owner: &'a AtomicU64,
-}
-
-impl Drop for Locked<'_> {
-    fn drop(&mut self) {
-        self.owner.store(0, Ordering::Release);
-    }
+    inner: SharedCorrelator,
 }
 
 #[pymethods]
@@ -251,36 +229,21 @@ impl PyCorrelator {
         let options = CorrelatorArgs { lru_cache_size, burst, qps, max_events, max_interval }.options()?;
         let funcs = key_funcs_from_py(key_func, message_func, spam_key_func)?;
         let correlator = EventCorrelator::new(options, clock_arg(clock)?, funcs)?;
-        Ok(PyCorrelator { inner: Mutex::new(correlator), owner: AtomicU64::new(0) })
+        Ok(PyCorrelator { inner: SharedCorrelator::new(correlator) })
     }
 
     /// Aggregates, counts and spam-filters one event (a dict of the core/v1 Event JSON shape).
     fn correlate(&self, py: Python<'_>, event: &Bound<'_, PyAny>) -> PyResult<PyCorrelateResult> {
         let event = event_from_py(event)?;
-        let c = py.detach(|| self.lock().and_then(|mut c| c.guard.correlate(event)))?;
+        let c = lifecycle::detach(py, || self.inner.lock().and_then(|mut c| c.correlate(event)))?;
         correlation_to_py(py, c)
     }
 
     /// Records what the API server answered for a write (its name, resourceVersion, count, firstTimestamp).
     fn update_state(&self, py: Python<'_>, event: &Bound<'_, PyAny>) -> PyResult<()> {
         let event = event_from_py(event)?;
-        py.detach(|| self.lock().map(|mut c| c.guard.update_state(&event)))?;
+        lifecycle::detach(py, || self.inner.lock().map(|mut c| c.update_state(&event)))?;
         Ok(())
-    }
-}
-
-impl PyCorrelator {
-    fn lock(&self) -> Result<Locked<'_>, Error> {
-        let me = THREAD.with(|t| *t);
-        if self.owner.load(Ordering::Acquire) == me {
-            return Err(Error::External(Box::new(PyRuntimeError::new_err(
-                "Correlator called again from its own key function or clock while correlating",
-            ))));
-        }
-        // Poisoning would turn one panic into an error on every later call; the caches stay usable.
-        let guard = lock(&self.inner);
-        self.owner.store(me, Ordering::Release);
-        Ok(Locked { guard, owner: &self.owner })
     }
 }
 
