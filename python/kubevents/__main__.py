@@ -26,13 +26,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Replay an event trace through client-go's EventCorrelator on a virtual clock.",
     )
     add_trace_options(p)
-    p.add_argument("--burst", type=int, default=25, help="spam filter burst per source+object (default 25)")
-    p.add_argument("--qps", type=float, default=1 / 300, help="spam filter refill, tokens/s (default 1/300)")
-    p.add_argument("--max-events", type=int, default=10,
-                   help="distinct messages that trigger aggregation (default 10)")
-    p.add_argument("--max-interval", type=int, default=600,
+    # Left out, an option keeps the correlator's own default.
+    p.add_argument("--burst", type=int, help="spam filter burst per source+object (default 25)")
+    p.add_argument("--qps", type=float, help="spam filter refill, tokens/s (default 1/300)")
+    p.add_argument("--max-events", type=int, help="distinct messages that trigger aggregation (default 10)")
+    p.add_argument("--max-interval", type=int,
                    help="longest gap in seconds between similar events of one group (default 600)")
-    p.add_argument("--cache-size", type=int, default=4096, help="entries in each LRU cache (default 4096)")
+    p.add_argument("--cache-size", type=int, help="entries in each LRU cache (default 4096)")
     p.add_argument("--top", type=int, default=5, help="objects with most writes to list (default 5)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     return p
@@ -86,15 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         trace, source = trace_of(args)
-        sim = kubevents.simulate(
-            trace,
-            burst=args.burst,
-            qps=args.qps,
-            max_events=args.max_events,
-            max_interval=args.max_interval,
-            lru_cache_size=args.cache_size,
-            per_object=True,
-        )
+        given: dict[str, Any] = {"burst": args.burst, "qps": args.qps, "max_events": args.max_events,
+                                 "max_interval": args.max_interval, "lru_cache_size": args.cache_size}
+        options = {k: v for k, v in given.items() if v is not None}
+        sim = kubevents.simulate(trace, per_object=True, **options)
     except (OSError, TypeError, ValueError) as e:
         print(f"kubevents: {e}", file=sys.stderr)
         return 2

@@ -7,8 +7,8 @@
 
 use std::num::NonZeroUsize;
 
-use super::lru::Lru;
 use crate::event::Event;
+use crate::lru::Lru;
 use crate::names::push_go_hex;
 use crate::time::Time;
 

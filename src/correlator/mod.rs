@@ -3,10 +3,10 @@
 
 mod aggregator;
 pub mod keys;
-mod lru;
 mod observe;
 pub mod patch;
 pub mod rate;
+mod shared;
 mod spam;
 
 use std::num::NonZeroUsize;
@@ -17,6 +17,7 @@ use aggregator::Aggregator;
 pub use keys::{AggregateKeyFn, MessageFn, SpamKeyFn};
 use observe::Observer;
 use patch::count_patch_into;
+pub use shared::{Locked, SharedCorrelator};
 use spam::SpamFilter;
 
 use crate::clock::Clock;
@@ -70,7 +71,7 @@ impl CorrelatorOptions {
             return Err(Error::Option(format!("qps must be a finite number >= 0, got {}", self.qps)));
         }
         if self.max_interval_seconds < 0 {
-            return Err(Error::Option(format!("max_interval must be >= 0 seconds, got {}", self.max_interval_seconds)));
+            return Err(Error::Option(format!("max_interval must be >= 0, got {}", self.max_interval_seconds)));
         }
         // The caches grow as keys arrive, indexed by u32; a bound past that could never be reached anyway.
         if self.lru_cache_size > MAX_LRU_CACHE_SIZE {

@@ -3,8 +3,8 @@
 
 use std::num::NonZeroUsize;
 
-use super::lru::Lru;
 use crate::event::Event;
+use crate::lru::Lru;
 use crate::time::Time;
 
 /// `eventLog`: what the last observation of an event key left behind.

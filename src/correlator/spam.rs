@@ -2,9 +2,9 @@
 
 use std::num::NonZeroUsize;
 
-use super::lru::Lru;
 use super::rate::TokenBucket;
 use crate::error::Result;
+use crate::lru::Lru;
 use crate::time::Time;
 
 pub struct SpamFilter {

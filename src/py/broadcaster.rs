@@ -14,7 +14,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use super::clock::{clock_arg, seconds_arg, timeout_arg, to_time};
 use super::convert::event_to_py;
-use super::correlator::{key_funcs_from_py, options_from_py};
+use super::correlator::{key_funcs_from_py, CorrelatorArgs};
 use super::errors::{int_opt, str_opt};
 use super::gil::GilTurns;
 use super::lifecycle;
@@ -24,7 +24,6 @@ use crate::broadcaster::{
     log_line, structured_line, EventBroadcaster, EventType, Occurrence, Options, Reporter, Watcher,
     DEFAULT_CATCH_UP_WAIT,
 };
-use crate::correlator::DEFAULT_QPS;
 use crate::event::EventSource;
 use crate::sink::RetryPolicy;
 use crate::watch::FullChannel;
@@ -166,7 +165,7 @@ fn positive(name: &str, v: i64) -> PyResult<usize> {
 impl PyBroadcaster {
     #[new]
     #[pyo3(signature = (*, clock=None, sleep_duration=None, max_tries=12, queue_length=1000, full_channel="drop",
-                        lru_cache_size=4096, burst=25, qps=f64::from(DEFAULT_QPS), max_events=10, max_interval=600,
+                        lru_cache_size=4096, burst=25, qps=CorrelatorArgs::DEFAULT.qps, max_events=10, max_interval=600,
                         key_func=None, message_func=None, spam_key_func=None, catch_up_wait=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -186,7 +185,7 @@ impl PyBroadcaster {
         spam_key_func: Option<Py<PyAny>>,
         catch_up_wait: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let correlator = options_from_py(lru_cache_size, burst, qps, max_events, max_interval)?;
+        let correlator = CorrelatorArgs { lru_cache_size, burst, qps, max_events, max_interval }.options()?;
         // Checks the key functions now; every sink gets its own wrappers later.
         key_funcs_from_py(
             key_func.as_ref().map(|f| f.clone_ref(py)),

@@ -1,8 +1,9 @@
 //! Events and trace records between Python dicts (Kubernetes JSON shape) and the core types.
 //!
 //! Events are converted by hand, key by key with interned names: they cross on every correlate call and
-//! every sink answer, and a generic serde walk costs several microseconds per event. The shape is the one
-//! `event.rs` serializes (omitempty strings left out, zero timestamps as None, reporting fields always set).
+//! every sink answer, where a generic serde walk (pythonize) costs several times more (BENCHMARKS.md). The
+//! shape is the one `event.rs` serializes (omitempty strings left out, zero timestamps as None, reporting
+//! fields always set).
 //! Errors name the field: `TypeError` for a wrong type, `ValueError` for a missing field or a bad value.
 
 use crate::sync::lock;
@@ -169,8 +170,7 @@ pub fn event_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Event> {
 }
 
 /// A Python str of `s`. ASCII text (nearly every string of an event) is copied straight into a new compact
-/// str, as jiter does: `PyUnicode_FromStringAndSize` first decodes it as UTF-8, byte by byte, which made a
-/// good part of building a sink's event dict.
+/// str, as jiter does: `PyUnicode_FromStringAndSize` would first decode it as UTF-8, byte by byte.
 fn py_str<'py>(py: Python<'py>, s: &str) -> PyResult<Bound<'py, PyString>> {
     if s.is_ascii() {
         ascii_str(py, s.as_bytes())

@@ -1,50 +1,109 @@
 //! `kubevents.Correlator` and `kubevents.make_event`.
 
-use crate::sync::lock;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyMapping, PyString};
 
 use super::clock::clock_arg;
 use super::convert::{event_from_py, event_to_py, reference_from_py, source_from_py, type_name};
-use super::errors::{external, int_opt};
+use super::errors::{external, int_arg, int_opt};
 use super::lifecycle;
-use crate::correlator::{Correlation, CorrelatorOptions, EventCorrelator, KeyFuncs, DEFAULT_QPS};
+use crate::correlator::{
+    Correlation, CorrelatorOptions, EventCorrelator, KeyFuncs, SharedCorrelator, DEFAULT_BURST, DEFAULT_LRU_CACHE_SIZE,
+    DEFAULT_MAX_EVENTS, DEFAULT_MAX_INTERVAL_SECONDS, DEFAULT_QPS,
+};
 use crate::error::Error;
 use crate::event::{Event, EventSource};
 use crate::recorder::{make_event as core_make_event, EventInput, UuidSource};
 
-/// Correlator options from Python keywords, checked with messages that name the option.
-pub fn options_from_py(
-    lru_cache_size: i64,
-    burst: i64,
-    qps: f64,
-    max_events: i64,
-    max_interval: i64,
-) -> PyResult<CorrelatorOptions> {
-    let non_negative = |name: &str, v: i64| -> PyResult<i64> {
-        if v < 0 {
-            Err(PyValueError::new_err(format!("{name} must be >= 0, got {v}")))
-        } else {
-            Ok(v)
+/// The correlator's options as Python passes them, to `Correlator`, `Broadcaster` and `simulate` as keywords
+/// and to `replay_grid` as grid entries. `options()` is the one conversion; the core checks the values.
+#[derive(Clone, Copy)]
+pub struct CorrelatorArgs {
+    pub lru_cache_size: i64,
+    pub burst: i64,
+    pub qps: f64,
+    pub max_events: i64,
+    pub max_interval: i64,
+}
+
+// The keyword defaults of `Correlator`, `Broadcaster` and `simulate` are spelt out for Python to show them
+// (pyo3 shows `...` for any other expression); they must be the core's.
+const _: () = assert!(
+    DEFAULT_LRU_CACHE_SIZE == 4096
+        && DEFAULT_BURST == 25
+        && DEFAULT_MAX_EVENTS == 10
+        && DEFAULT_MAX_INTERVAL_SECONDS == 600
+);
+
+impl CorrelatorArgs {
+    /// client-go's defaults.
+    pub const DEFAULT: CorrelatorArgs = CorrelatorArgs {
+        lru_cache_size: DEFAULT_LRU_CACHE_SIZE as i64,
+        burst: DEFAULT_BURST,
+        qps: DEFAULT_QPS as f64,
+        max_events: DEFAULT_MAX_EVENTS as i64,
+        max_interval: DEFAULT_MAX_INTERVAL_SECONDS,
+    };
+
+    /// The names a grid entry may use, as the keywords.
+    pub const NAMES: [&'static str; 5] = ["lru_cache_size", "burst", "qps", "max_events", "max_interval"];
+
+    /// Checked options with zeros replaced by the defaults; errors name the option.
+    pub fn options(&self) -> PyResult<CorrelatorOptions> {
+        let size = |name: &str, v: i64| {
+            usize::try_from(v).map_err(|_| PyValueError::new_err(format!("{name} must be >= 0, got {v}")))
+        };
+        // CorrelatorOptions.QPS is a float32 in client-go; a finite f64 past its range is refused as it is.
+        if self.qps.is_finite() && self.qps.abs() > f64::from(f32::MAX) {
+            return Err(PyValueError::new_err(format!("qps must be a finite number >= 0, got {}", self.qps)));
         }
-    };
-    if !qps.is_finite() || qps < 0.0 || qps > f64::from(f32::MAX) {
-        return Err(PyValueError::new_err(format!("qps must be a finite number >= 0, got {qps}")));
+        let options = CorrelatorOptions {
+            lru_cache_size: size("lru_cache_size", self.lru_cache_size)?,
+            burst: self.burst,
+            qps: self.qps as f32,
+            max_events: size("max_events", self.max_events)?,
+            max_interval_seconds: self.max_interval,
+        };
+        Ok(options.populated()?)
     }
-    let options = CorrelatorOptions {
-        lru_cache_size: non_negative("lru_cache_size", lru_cache_size)? as usize,
-        burst: non_negative("burst", burst)?,
-        // CorrelatorOptions.QPS is a float32 in client-go.
-        qps: qps as f32,
-        max_events: non_negative("max_events", max_events)? as usize,
-        max_interval_seconds: non_negative("max_interval", max_interval)?,
-    };
-    Ok(options.populated()?)
+
+    /// The options of `replay_grid`'s entry `i`, a mapping of some of `NAMES`; the others keep their defaults.
+    pub fn from_grid(entry: &Bound<'_, PyAny>, i: usize) -> PyResult<CorrelatorOptions> {
+        let map = entry.cast::<PyMapping>().map_err(|_| {
+            PyTypeError::new_err(format!("grid[{i}]: expected a dict of options, got {}", type_name(entry)))
+        })?;
+        let mut args = CorrelatorArgs::DEFAULT;
+        for item in map.items()?.iter() {
+            let (k, v): (String, Bound<'_, PyAny>) = item.extract()?;
+            let int = |v: &Bound<'_, PyAny>| -> PyResult<i64> {
+                if v.is_instance_of::<PyBool>() {
+                    return Err(PyTypeError::new_err(format!("grid[{i}]: {k} must be an int, got bool")));
+                }
+                int_arg(v, &format!("grid[{i}]: {k}"))
+            };
+            match k.as_str() {
+                "lru_cache_size" => args.lru_cache_size = int(&v)?,
+                "burst" => args.burst = int(&v)?,
+                "max_events" => args.max_events = int(&v)?,
+                "max_interval" => args.max_interval = int(&v)?,
+                "qps" => {
+                    args.qps = v.extract::<f64>().map_err(|_| {
+                        PyTypeError::new_err(format!("grid[{i}]: qps must be a number, got {}", type_name(&v)))
+                    })?
+                }
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "grid[{i}]: unknown option {other:?}; the grid takes {}",
+                        Self::NAMES.join(", ")
+                    )))
+                }
+            }
+        }
+        args.options().map_err(|e| PyValueError::new_err(format!("grid[{i}]: {}", e.value(entry.py()))))
+    }
 }
 
 /// Python callables as the correlator's key functions; each gets the event as a dict.
@@ -147,33 +206,14 @@ pub fn correlation_to_py(py: Python<'_>, c: Correlation) -> PyResult<PyCorrelate
 /// client-go's `EventCorrelator`.
 #[pyclass(module = "kubevents", name = "Correlator", frozen)]
 pub struct PyCorrelator {
-    inner: Mutex<EventCorrelator>,
-    /// The thread holding `inner` (0: none), so that a key function or clock calling back into this
-    /// correlator gets an error instead of deadlocking on the lock its own thread holds.
-    owner: AtomicU64,
-}
-
-static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
-thread_local! {
-    static THREAD: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
-}
-
-struct Locked<'a> {
-    guard: MutexGuard<'a, EventCorrelator>,
-    owner: &'a AtomicU64,
-}
-
-impl Drop for Locked<'_> {
-    fn drop(&mut self) {
-        self.owner.store(0, Ordering::Release);
-    }
+    inner: SharedCorrelator,
 }
 
 #[pymethods]
 impl PyCorrelator {
     #[new]
-    #[pyo3(signature = (*, clock=None, lru_cache_size=4096, burst=25, qps=f64::from(DEFAULT_QPS), max_events=10,
-                        max_interval=600, key_func=None, message_func=None, spam_key_func=None))]
+    #[pyo3(signature = (*, clock=None, lru_cache_size=4096, burst=25, qps=CorrelatorArgs::DEFAULT.qps,
+                        max_events=10, max_interval=600, key_func=None, message_func=None, spam_key_func=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         clock: Option<&Bound<'_, PyAny>>,
@@ -186,39 +226,24 @@ impl PyCorrelator {
         message_func: Option<Py<PyAny>>,
         spam_key_func: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
-        let options = options_from_py(lru_cache_size, burst, qps, max_events, max_interval)?;
+        let options = CorrelatorArgs { lru_cache_size, burst, qps, max_events, max_interval }.options()?;
         let funcs = key_funcs_from_py(key_func, message_func, spam_key_func)?;
         let correlator = EventCorrelator::new(options, clock_arg(clock)?, funcs)?;
-        Ok(PyCorrelator { inner: Mutex::new(correlator), owner: AtomicU64::new(0) })
+        Ok(PyCorrelator { inner: SharedCorrelator::new(correlator) })
     }
 
     /// Aggregates, counts and spam-filters one event (a dict of the core/v1 Event JSON shape).
     fn correlate(&self, py: Python<'_>, event: &Bound<'_, PyAny>) -> PyResult<PyCorrelateResult> {
         let event = event_from_py(event)?;
-        let c = py.detach(|| self.lock().and_then(|mut c| c.guard.correlate(event)))?;
+        let c = lifecycle::detach(py, || self.inner.lock().and_then(|mut c| c.correlate(event)))?;
         correlation_to_py(py, c)
     }
 
     /// Records what the API server answered for a write (its name, resourceVersion, count, firstTimestamp).
     fn update_state(&self, py: Python<'_>, event: &Bound<'_, PyAny>) -> PyResult<()> {
         let event = event_from_py(event)?;
-        py.detach(|| self.lock().map(|mut c| c.guard.update_state(&event)))?;
+        lifecycle::detach(py, || self.inner.lock().map(|mut c| c.update_state(&event)))?;
         Ok(())
-    }
-}
-
-impl PyCorrelator {
-    fn lock(&self) -> Result<Locked<'_>, Error> {
-        let me = THREAD.with(|t| *t);
-        if self.owner.load(Ordering::Acquire) == me {
-            return Err(Error::External(Box::new(PyRuntimeError::new_err(
-                "Correlator called again from its own key function or clock while correlating",
-            ))));
-        }
-        // Poisoning would turn one panic into an error on every later call; the caches stay usable.
-        let guard = lock(&self.inner);
-        self.owner.store(me, Ordering::Release);
-        Ok(Locked { guard, owner: &self.owner })
     }
 }
 

@@ -7,13 +7,13 @@
 use std::num::NonZeroUsize;
 
 use foldhash::fast::RandomState;
-use lru::LruCache;
 use std::hash::BuildHasher;
 
 use super::event::EventV1;
 use super::key::write_key;
 use super::FINISH_TIME;
 use crate::event::EventSeries;
+use crate::lru::Lru;
 use crate::time::Time;
 
 /// Why a write is made.
@@ -62,8 +62,8 @@ pub struct CacheStats {
     pub shutdown_writes: u64,
 }
 
+#[derive(Default)]
 struct Entry {
-    key: Box<[u8]>,
     event: EventV1,
     /// The series count the last write carried (1 for the create), so that eviction and shutdown write
     /// only counts the server has not seen.
@@ -76,16 +76,11 @@ impl Entry {
     }
 }
 
-/// The entries whose keys share one hash (almost always one).
-type Bucket = Vec<Entry>;
-
-/// The LRU is keyed by the hash of the isomorphic key's bytes, built into a reused buffer, so that a repeat
-/// allocates nothing; the full key, kept in the entry, settles it. The bound counts hashes.
+/// The LRU is keyed by the isomorphic key's bytes, built into a reused buffer, so that a repeat allocates
+/// nothing.
 pub struct SeriesCache<S = RandomState> {
-    entries: LruCache<u64, Bucket>,
-    hasher: S,
+    entries: Lru<Entry, S>,
     scratch: Vec<u8>,
-    len: usize,
     stats: CacheStats,
 }
 
@@ -97,19 +92,16 @@ impl SeriesCache {
 
 impl<S: BuildHasher> SeriesCache<S> {
     pub fn with_hasher(capacity: NonZeroUsize, hasher: S) -> Self {
-        // `LruCache::new` reserves the whole capacity up front; unbounded and then resized, it grows with use.
-        let mut entries = LruCache::unbounded();
-        entries.resize(capacity);
-        SeriesCache { entries, hasher, scratch: Vec::new(), len: 0, stats: CacheStats::default() }
+        SeriesCache { entries: Lru::with_hasher(capacity, hasher), scratch: Vec::new(), stats: CacheStats::default() }
     }
 
     /// Entries cached (distinct keys).
     pub fn len(&self) -> usize {
-        self.len
+        self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.entries.is_empty()
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -121,62 +113,35 @@ impl<S: BuildHasher> SeriesCache<S> {
     pub fn observe(&mut self, event: EventV1, now: Time) -> (Option<Write>, Vec<Write>) {
         self.stats.observed += 1;
         write_key(&event, &mut self.scratch);
-        let hash = self.hasher.hash_one(&self.scratch);
-        if let Some(bucket) = self.entries.get_mut(&hash) {
-            if let Some(entry) = bucket.iter_mut().find(|e| *e.key == *self.scratch) {
-                if let Some(series) = entry.event.series.as_mut() {
-                    series.count = series.count.saturating_add(1);
-                    series.last_observed_time = Some(now);
-                    self.stats.counted += 1;
-                    return (None, Vec::new());
-                }
-                entry.event.series = Some(EventSeries { count: 2, last_observed_time: Some(now) });
-                entry.written = 2;
-                self.stats.series_started += 1;
-                return (Some(Write { event: entry.event.clone(), cause: WriteCause::SeriesStart }), Vec::new());
+        let hash = self.entries.hash(&self.scratch);
+        if let Some(entry) = self.entries.get(hash, &self.scratch) {
+            if let Some(series) = entry.event.series.as_mut() {
+                series.count = series.count.saturating_add(1);
+                series.last_observed_time = Some(now);
+                self.stats.counted += 1;
+                return (None, Vec::new());
             }
-            self.stats.created += 1;
-            self.len += 1;
-            let first = Write { event: event.clone(), cause: WriteCause::First };
-            bucket.push(Entry { key: self.scratch.as_slice().into(), event, written: 1 });
-            return (Some(first), Vec::new());
+            entry.event.series = Some(EventSeries { count: 2, last_observed_time: Some(now) });
+            entry.written = 2;
+            self.stats.series_started += 1;
+            return (Some(Write { event: entry.event.clone(), cause: WriteCause::SeriesStart }), Vec::new());
         }
         self.stats.created += 1;
-        self.len += 1;
         let first = Write { event: event.clone(), cause: WriteCause::First };
-        let entry = Entry { key: self.scratch.as_slice().into(), event, written: 1 };
         let mut evicted = Vec::new();
-        if let Some((_, old)) = self.entries.push(hash, vec![entry]) {
-            for e in old {
-                self.len -= 1;
-                self.stats.evicted += 1;
-                if e.unwritten_series() {
-                    self.stats.evicted_writes += 1;
-                    evicted.push(Write { event: e.event, cause: WriteCause::Evicted });
-                }
+        if let Some(old) = self.entries.push(hash, &self.scratch, Entry { event, written: 1 }) {
+            self.stats.evicted += 1;
+            if old.unwritten_series() {
+                self.stats.evicted_writes += 1;
+                evicted.push(Write { event: old.event, cause: WriteCause::Evicted });
             }
         }
         (Some(first), evicted)
     }
 
-    /// Every entry, from least to most recently used, so that rounds go in a fixed order.
-    fn entries_oldest_first(&self) -> Vec<(u64, Box<[u8]>)> {
-        self.entries.iter().rev().flat_map(|(h, b)| b.iter().map(|e| (*h, e.key.clone()))).collect()
-    }
-
-    fn entry_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
-        self.entries.peek_mut(&hash)?.iter_mut().find(|e| *e.key == *key)
-    }
-
-    fn remove(&mut self, hash: u64, key: &[u8]) {
-        if let Some(bucket) = self.entries.peek_mut(&hash) {
-            let before = bucket.len();
-            bucket.retain(|e| *e.key != *key);
-            self.len -= before - bucket.len();
-            if bucket.is_empty() {
-                self.entries.pop(&hash);
-            }
-        }
+    /// Every key, from least to most recently used, so that rounds go in a fixed order.
+    fn keys_oldest_first(&self) -> Vec<(u64, Box<[u8]>)> {
+        self.entries.keys_oldest_first().map(|(h, k)| (h, k.into())).collect()
     }
 
     /// `finishSeries` at `now`: every series last seen before `now - 6 min` gets one write attempt and is
@@ -184,8 +149,8 @@ impl<S: BuildHasher> SeriesCache<S> {
     /// `eventTime` is before `now - 6 min` is dropped without a write.
     pub fn finish_round(&mut self, now: Time, mut attempt: impl FnMut(Write) -> Attempt) {
         let cutoff = now.add_nanos(-FINISH_TIME);
-        for (hash, key) in self.entries_oldest_first() {
-            let Some(entry) = self.entry_mut(hash, &key) else { continue };
+        for (hash, key) in self.keys_oldest_first() {
+            let Some(entry) = self.entries.peek_mut(hash, &key) else { continue };
             match &entry.event.series {
                 Some(s) => {
                     if s.last_observed_time.is_none_or(|t| t < cutoff) {
@@ -193,13 +158,13 @@ impl<S: BuildHasher> SeriesCache<S> {
                         self.stats.finish_writes += 1;
                         let (_, retry) = attempt(Write { event, cause: WriteCause::Finish });
                         if !retry {
-                            self.remove(hash, &key);
+                            self.entries.remove(hash, &key);
                         }
                     }
                 }
                 None => {
                     if entry.event.event_time.is_none_or(|t| t < cutoff) {
-                        self.remove(hash, &key);
+                        self.entries.remove(hash, &key);
                         self.stats.forgotten += 1;
                     }
                 }
@@ -210,13 +175,13 @@ impl<S: BuildHasher> SeriesCache<S> {
     /// `refreshExistingEventSeries`: one write attempt for every series; when it succeeds with an object,
     /// that object replaces the cached event.
     pub fn refresh_round(&mut self, mut attempt: impl FnMut(Write) -> Attempt) {
-        for (hash, key) in self.entries_oldest_first() {
-            let Some(entry) = self.entry_mut(hash, &key) else { continue };
+        for (hash, key) in self.keys_oldest_first() {
+            let Some(entry) = self.entries.peek_mut(hash, &key) else { continue };
             let Some(count) = entry.event.series.as_ref().map(|s| s.count) else { continue };
             let event = entry.event.clone();
             self.stats.refresh_writes += 1;
             let (answer, retry) = attempt(Write { event, cause: WriteCause::Refresh });
-            if let (false, Some(e)) = (retry, self.entry_mut(hash, &key)) {
+            if let (false, Some(e)) = (retry, self.entries.peek_mut(hash, &key)) {
                 e.written = count;
                 if let Some(server) = answer {
                     e.event = server;
@@ -228,15 +193,12 @@ impl<S: BuildHasher> SeriesCache<S> {
     /// Empties the cache, returning the write of every live series whose count the server has not seen.
     pub fn drain(&mut self) -> Vec<Write> {
         let mut out = Vec::new();
-        while let Some((_, bucket)) = self.entries.pop_lru() {
-            for entry in bucket {
-                if entry.unwritten_series() {
-                    self.stats.shutdown_writes += 1;
-                    out.push(Write { event: entry.event, cause: WriteCause::Shutdown });
-                }
+        while let Some((_, entry)) = self.entries.pop_back() {
+            if entry.unwritten_series() {
+                self.stats.shutdown_writes += 1;
+                out.push(Write { event: entry.event, cause: WriteCause::Shutdown });
             }
         }
-        self.len = 0;
         out
     }
 }

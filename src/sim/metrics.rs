@@ -14,8 +14,8 @@
 //!
 //! Memory grows with the distinct values, not with the occurrences: an exact count of the distinct (object,
 //! reason, message) needs each of them kept, the peak per object each object's window, and the delays each
-//! event with skipped occurrences. About 250-330 bytes per distinct object and message (each kept once, as
-//! ids in small tables); the per-object metrics, when kept, add a summary per object. BENCHMARKS.md, run 17.
+//! event with skipped occurrences. Each distinct value is kept once, its uses as ids in small tables; the
+//! per-object metrics, when kept, add a summary per object (figures in BENCHMARKS.md).
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
@@ -24,19 +24,21 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 
-use super::{Action, ObjectKey};
+use serde::Serialize;
+
+use super::counts::{Action, ObjectKey, Totals};
 
 /// Separates the parts of a byte key; 0xFF never occurs in UTF-8.
 const SEP: u8 = 0xFF;
 
-/// The metrics of a replay, overall or of one object.
+/// The default window of the peak write rates: one minute.
+pub const DEFAULT_WINDOW_NS: i64 = 60_000_000_000;
+
+/// The metrics of a replay, overall or of one object: its counts (kept by the replay) and what `Metrics`
+/// adds to them.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Summary {
-    pub events: u64,
-    pub creates: u64,
-    pub patches: u64,
-    pub spam_skipped: u64,
-    pub aggregated: u64,
+    pub totals: Totals,
     pub messages: u64,
     pub messages_kept: u64,
     pub reasons: u64,
@@ -54,15 +56,15 @@ pub struct Summary {
 
 impl Summary {
     pub fn writes(&self) -> u64 {
-        self.creates + self.patches
+        self.totals.writes()
     }
 
     /// The share of writes saved against one write per occurrence.
     pub fn write_reduction(&self) -> f64 {
-        if self.events == 0 {
+        if self.totals.events == 0 {
             0.0
         } else {
-            1.0 - self.writes() as f64 / self.events as f64
+            1.0 - self.writes() as f64 / self.totals.events as f64
         }
     }
 
@@ -76,13 +78,82 @@ impl Summary {
 
     /// Mean delay in seconds over the reported occurrences (written ones count as 0).
     pub fn mean_delay_s(&self) -> f64 {
-        let reported = self.events - self.unreported;
+        let reported = self.totals.events - self.unreported;
         if reported == 0 {
             0.0
         } else {
             self.delay_sum_ns as f64 / 1e9 / reported as f64
         }
     }
+
+    /// The summary as `Simulation.metrics` and the sweep rows show it, with rates over windows of
+    /// `window_ns`; `overall` adds the busiest object's peak.
+    pub fn row(&self, window_ns: i64, overall: bool) -> SummaryRow {
+        let window_s = window_ns as f64 / 1e9;
+        SummaryRow {
+            events: self.totals.events,
+            writes: self.writes(),
+            creates: self.totals.creates,
+            patches: self.totals.patches,
+            write_reduction: self.write_reduction(),
+            spam_skipped: self.totals.skips,
+            aggregated: self.totals.aggregated,
+            messages: self.messages,
+            messages_kept: self.messages_kept,
+            message_share: self.message_share(),
+            reasons: self.reasons,
+            reasons_kept: self.reasons_kept,
+            reason_share: self.reason_share(),
+            delayed: self.delayed,
+            unreported: self.unreported,
+            mean_delay_s: self.mean_delay_s(),
+            max_delay_s: self.max_delay_ns as f64 / 1e9,
+            peak_writes: self.peak_writes,
+            peak_write_rate: self.peak_writes as f64 / window_s,
+            peak_object_writes: overall.then_some(self.peak_object_writes),
+            peak_object_write_rate: overall.then(|| self.peak_object_writes as f64 / window_s),
+            max_count: self.max_count,
+        }
+    }
+}
+
+/// A `Summary` as Python sees it (`kubevents.lab.METRICS`, in that order).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SummaryRow {
+    pub events: u64,
+    pub writes: u64,
+    pub creates: u64,
+    pub patches: u64,
+    pub write_reduction: f64,
+    pub spam_skipped: u64,
+    pub aggregated: u64,
+    pub messages: u64,
+    pub messages_kept: u64,
+    pub message_share: f64,
+    pub reasons: u64,
+    pub reasons_kept: u64,
+    pub reason_share: f64,
+    pub delayed: u64,
+    pub unreported: u64,
+    pub mean_delay_s: f64,
+    pub max_delay_s: f64,
+    pub peak_writes: u64,
+    pub peak_write_rate: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_object_writes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_object_write_rate: Option<f64>,
+    pub max_count: i32,
+}
+
+/// One object's metrics, led by its kind, namespace and name.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ObjectSummaryRow {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    #[serde(flatten)]
+    pub summary: SummaryRow,
 }
 
 fn share(kept: u64, all: u64) -> f64 {
@@ -130,8 +201,7 @@ struct Pending {
 }
 
 /// Small ids for byte strings, so that the keys of the distinct-value tables are integers. The strings are
-/// kept end to end in one buffer and the table holds ids alone: 4 bytes an entry, where a boxed key took 24
-/// and an allocation of its own.
+/// kept end to end in one buffer and the table holds ids alone (4 bytes an entry, no allocation per string).
 #[derive(Default)]
 struct Interner {
     hasher: RandomState,
@@ -165,8 +235,8 @@ fn string<'a>(bytes: &'a [u8], ends: &[usize], id: u32) -> &'a [u8] {
     &bytes[if i == 0 { 0 } else { ends[i - 1] }..ends[i]]
 }
 
-/// A key of ids: an entry of the messages table takes 16 bytes where a u128 key (16-aligned) took 32. Hashed
-/// as one integer, as the packed keys were (an array hashes its length and each id).
+/// A key of ids, 4-aligned so that an entry of the messages table takes 16 bytes. Hashed as one integer (an
+/// array would hash its length and each id).
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Ids<const N: usize>([u32; N]);
 
@@ -181,7 +251,7 @@ impl<const N: usize> Hash for Ids<N> {
     }
 }
 
-/// Collects the metrics of a replay, one occurrence at a time.
+/// Collects the metrics of a replay, one occurrence at a time; the replay's counts come from the replay.
 pub struct Metrics {
     window_ns: i64,
     /// Each object's kind, namespace and name, each followed by `SEP`.
@@ -295,13 +365,6 @@ impl Metrics {
 
         let object_summary = self.object_summaries.as_mut().map(|v| &mut v[id as usize]);
         for s in std::iter::once(&mut self.overall).chain(object_summary) {
-            s.events += 1;
-            match o.action {
-                Action::Create => s.creates += 1,
-                Action::Patch => s.patches += 1,
-                Action::Skip => s.spam_skipped += 1,
-            }
-            s.aggregated += u64::from(o.aggregated);
             s.reasons += u64::from(new_reason);
             s.reasons_kept += u64::from(reason_newly_kept);
             s.messages += u64::from(new_message);
@@ -321,17 +384,19 @@ impl Metrics {
         }
     }
 
-    /// The metrics over the whole replay so far.
-    pub fn summary(&self) -> Summary {
+    /// The metrics over the whole replay so far, whose counts are `totals`.
+    pub fn summary(&self, totals: Totals) -> Summary {
         let mut s = self.overall;
+        s.totals = totals;
         s.unreported = self.pending.values().map(|(_, p)| p.n).sum();
         s.peak_writes = self.window.peak;
         s.peak_object_writes = self.objects.iter().map(|o| o.window.peak).max().unwrap_or(0);
         s
     }
 
-    /// The metrics of each object, in the order the objects first appeared; None unless made `per_object`.
-    pub fn objects(&self) -> Option<Vec<(ObjectKey, Summary)>> {
+    /// The metrics of each object, in the order the objects first appeared, with their counts from `totals`;
+    /// None unless made `per_object`.
+    pub fn objects(&self, totals: impl Fn(&ObjectKey) -> Totals) -> Option<Vec<(ObjectKey, Summary)>> {
         let summaries = self.object_summaries.as_ref()?;
         let key = |id: usize| -> ObjectKey {
             let mut parts = self.object_ids.get(id as u32).split(|&b| b == SEP);
@@ -348,6 +413,7 @@ impl Metrics {
             objects
                 .map(|(((key, s), o), n)| {
                     let mut s = *s;
+                    s.totals = totals(&key);
                     s.unreported = n;
                     s.peak_writes = o.window.peak;
                     s.peak_object_writes = o.window.peak;
@@ -380,6 +446,35 @@ mod tests {
 
     const S: i64 = 1_000_000_000;
 
+    /// Metrics with the counts a replay keeps beside them, overall and per object.
+    struct Replay {
+        metrics: Metrics,
+        totals: Totals,
+        objects: HashMap<ObjectKey, Totals>,
+    }
+
+    impl Replay {
+        fn new(window_ns: i64, per_object: bool) -> Self {
+            Replay { metrics: Metrics::new(window_ns, per_object), totals: Totals::default(), objects: HashMap::new() }
+        }
+
+        fn observe(&mut self, o: &Occurrence<'_>) {
+            self.metrics.observe(o);
+            self.totals.count(o.action, o.aggregated);
+            let (kind, namespace, name) = o.object;
+            let key = (kind.to_owned(), namespace.to_owned(), name.to_owned());
+            self.objects.entry(key).or_default().count(o.action, o.aggregated);
+        }
+
+        fn summary(&self) -> Summary {
+            self.metrics.summary(self.totals)
+        }
+
+        fn objects(&self) -> Option<Vec<(ObjectKey, Summary)>> {
+            self.metrics.objects(|k| self.objects[k])
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn occ<'a>(
         t: i64,
@@ -405,7 +500,7 @@ mod tests {
 
     #[test]
     fn counts_kept_information_delays_and_peaks() {
-        let mut m = Metrics::new(10 * S, true);
+        let mut m = Replay::new(10 * S, true);
         m.observe(&occ(0, "a", "BackOff", "m1", Action::Create, false, "e1", 1));
         m.observe(&occ(1, "a", "BackOff", "m1", Action::Skip, false, "e1", 2));
         m.observe(&occ(3, "a", "BackOff", "m1", Action::Skip, false, "e1", 3));
@@ -415,7 +510,8 @@ mod tests {
         m.observe(&occ(30, "a", "Started", "s", Action::Create, false, "e3", 1));
 
         let s = m.summary();
-        assert_eq!((s.events, s.creates, s.patches, s.spam_skipped, s.aggregated), (7, 3, 1, 3, 1));
+        let t = s.totals;
+        assert_eq!((t.events, t.creates, t.patches, t.skips, t.aggregated), (7, 3, 1, 3, 1));
         // Messages: (a,BackOff,m1) kept, (a,BackOff,m2) only aggregated, (b,Failed,x) skipped, (a,Started,s) kept.
         assert_eq!((s.messages, s.messages_kept), (4, 2));
         // Reasons: (a,BackOff) and (a,Started) written, (b,Failed) not.
@@ -433,12 +529,15 @@ mod tests {
         let (key, b) = &objects[1];
         assert_eq!(key.2, "b");
         assert_eq!(
-            (b.events, b.spam_skipped, b.unreported, b.reasons_kept, b.peak_writes, b.max_count),
+            (b.totals.events, b.totals.skips, b.unreported, b.reasons_kept, b.peak_writes, b.max_count),
             (1, 1, 1, 0, 0, 0)
         );
         assert_eq!(b.reason_share(), 0.0);
         let a = objects[0].1;
-        assert_eq!((a.events, a.delayed, a.unreported, a.messages, a.messages_kept, a.peak_writes), (6, 2, 0, 3, 2, 3));
+        assert_eq!(
+            (a.totals.events, a.delayed, a.unreported, a.messages, a.messages_kept, a.peak_writes),
+            (6, 2, 0, 3, 2, 3)
+        );
     }
 
     #[test]
@@ -449,21 +548,21 @@ mod tests {
             occ(2, "a", "BackOff", "m2", Action::Patch, true, "e1", 2),
             occ(9, "ü/ß", "BackOff", "m1", Action::Create, false, "e2", 2),
         ];
-        let (mut with, mut without) = (Metrics::new(S, true), Metrics::new(S, false));
+        let (mut with, mut without) = (Replay::new(S, true), Replay::new(S, false));
         for o in &occurrences {
             with.observe(o);
             without.observe(o);
         }
         assert_eq!(with.summary(), without.summary());
         assert!(without.objects().is_none());
-        let keys: Vec<_> = with.objects().unwrap().into_iter().map(|(k, s)| (k.2, s.events)).collect();
+        let keys: Vec<_> = with.objects().unwrap().into_iter().map(|(k, s)| (k.2, s.totals.events)).collect();
         assert_eq!(keys, [("a".to_owned(), 2), ("ü/ß".to_owned(), 2)]);
     }
 
     #[test]
     fn event_names_are_told_apart_by_object() {
         // Event names are unique only within a namespace: a write of b's "x.1" must not report a's "x.1".
-        let mut m = Metrics::new(S, false);
+        let mut m = Replay::new(S, false);
         m.observe(&occ(0, "a", "R", "m", Action::Skip, false, "x.1", 1));
         m.observe(&occ(1, "b", "R", "m", Action::Patch, false, "x.1", 2));
         let s = m.summary();
@@ -474,7 +573,7 @@ mod tests {
 
     #[test]
     fn what_each_distinct_value_costs_stays_small() {
-        // The table entries and the per-object state (BENCHMARKS.md, run 17): a u128 key made an entry of 32.
+        // What each distinct value costs depends on these sizes.
         assert_eq!(std::mem::size_of::<(Ids<3>, bool)>(), 16);
         assert_eq!(std::mem::size_of::<(Ids<2>, bool)>(), 12);
         assert!(std::mem::size_of::<PerObject>() <= 48);
@@ -482,6 +581,24 @@ mod tests {
         let ids: Vec<_> = ["pod-1", "pod-22", "", "pod-1"].iter().map(|s| names.id(s.as_bytes())).collect();
         assert_eq!(ids, [0, 1, 2, 0]);
         assert_eq!((names.get(1), names.get(2), names.bytes.len()), (&b"pod-22"[..], &b""[..], 11));
+    }
+
+    #[test]
+    fn rows_are_in_the_order_python_shows_them() {
+        let mut m = Replay::new(10 * S, true);
+        m.observe(&occ(0, "a", "R", "m", Action::Create, false, "e", 1));
+        m.observe(&occ(1, "a", "R", "m", Action::Skip, false, "e", 2));
+        let overall = serde_json::to_value(m.summary().row(10 * S, true)).unwrap();
+        let (key, s) = m.objects().unwrap().remove(0);
+        let object = ObjectSummaryRow { kind: key.0, namespace: key.1, name: key.2, summary: s.row(10 * S, false) };
+        let json = serde_json::to_string(&object).unwrap();
+        assert!(json.starts_with(r#"{"kind":"Pod","namespace":"default","name":"a","events":2,"writes":1,"#), "{json}");
+        assert!(json.ends_with(r#""peak_writes":1,"peak_write_rate":0.1,"max_count":1}"#), "{json}");
+        assert_eq!((overall["spam_skipped"].as_u64(), overall["unreported"].as_u64()), (Some(1), Some(1)));
+        assert_eq!(
+            (overall["write_reduction"].as_f64(), overall["peak_object_write_rate"].as_f64()),
+            (Some(0.5), Some(0.1))
+        );
     }
 
     #[test]

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::{Record, Simulator, Summary};
+use super::metrics::Summary;
+use super::simulator::Simulator;
+use super::trace::Record;
 use crate::correlator::{CorrelatorOptions, KeyFuncs};
 use crate::error::{Error, Result};
 
@@ -34,7 +36,7 @@ pub fn replay(
             sim.step(r)?;
         }
     }
-    Ok(sim.metrics().map(|m| m.summary()))
+    Ok(sim.summary())
 }
 
 /// What the calling thread is told while the sweep runs.

@@ -1,10 +1,10 @@
-//! The LRU of client-go's correlator caches (`k8s.io/utils/lru`, i.e. groupcache's): `Get` promotes;
-//! `Add` of a present key promotes it and replaces its value; `Add` of a new key pushes it to the front,
-//! then evicts the back when over capacity.
+//! The LRU of client-go's correlator caches (`k8s.io/utils/lru`, i.e. groupcache's), also the bound of the
+//! events.k8s.io/v1 series cache: `Get` promotes; `Add` of a present key promotes it and replaces its value;
+//! `Add` of a new key pushes it to the front, then evicts the back when over capacity.
 //!
 //! Keys are byte strings hashed once by the caller (a miss is a `get` then an `add`). Entries live in a
 //! `Vec` linked by index, and an evicted entry's slot (key buffer and value) is reused by the key that
-//! evicts it, so a full cache allocates nothing.
+//! evicts it, so a full cache allocates nothing: cheaper than the `lru` crate where keys miss (BENCHMARKS.md).
 
 use std::hash::BuildHasher;
 use std::num::NonZeroUsize;
@@ -24,25 +24,25 @@ struct Node<V> {
     value: V,
 }
 
-pub struct Lru<V> {
+pub struct Lru<V, S = RandomState> {
     table: HashTable<u32>,
     nodes: Vec<Node<V>>,
     front: u32,
     back: u32,
     max: usize,
-    hasher: RandomState,
+    hasher: S,
 }
 
 impl<V: Default> Lru<V> {
+    /// Room grows with use, up to `max` entries.
     pub fn new(max: NonZeroUsize) -> Self {
-        Lru {
-            table: HashTable::new(),
-            nodes: Vec::new(),
-            front: NIL,
-            back: NIL,
-            max: max.get(),
-            hasher: RandomState::default(),
-        }
+        Self::with_hasher(max, RandomState::default())
+    }
+}
+
+impl<V: Default, S: BuildHasher> Lru<V, S> {
+    pub fn with_hasher(max: NonZeroUsize, hasher: S) -> Self {
+        Lru { table: HashTable::new(), nodes: Vec::new(), front: NIL, back: NIL, max: max.get(), hasher }
     }
 
     pub fn hash(&self, key: &[u8]) -> u64 {
@@ -51,6 +51,10 @@ impl<V: Default> Lru<V> {
 
     pub fn len(&self) -> usize {
         self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
     }
 
     fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
@@ -67,6 +71,12 @@ impl<V: Default> Lru<V> {
     pub fn get(&mut self, hash: u64, key: &[u8]) -> Option<&mut V> {
         let i = self.find(hash, key)?;
         self.promote(i);
+        Some(&mut self.nodes[i as usize].value)
+    }
+
+    /// The value of `key`, left where it is in the order.
+    pub fn peek_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut V> {
+        let i = self.find(hash, key)?;
         Some(&mut self.nodes[i as usize].value)
     }
 
@@ -98,6 +108,64 @@ impl<V: Default> Lru<V> {
         self.table.insert_unique(hash, i, |&j| nodes[j as usize].hash);
         self.link_front(i);
         (&mut self.nodes[i as usize].value, false)
+    }
+
+    /// `Add` of a new `key` with `value`: returns the value of the entry it evicted, if the cache was full.
+    pub fn push(&mut self, hash: u64, key: &[u8], value: V) -> Option<V> {
+        let full = self.nodes.len() == self.max;
+        let (slot, found) = self.add(hash, key);
+        let old = std::mem::replace(slot, value);
+        (full && !found).then_some(old)
+    }
+
+    /// Removes `key`, returning its value.
+    pub fn remove(&mut self, hash: u64, key: &[u8]) -> Option<V> {
+        let i = self.find(hash, key)?;
+        Some(self.remove_at(i))
+    }
+
+    /// Removes the least recently used entry.
+    pub fn pop_back(&mut self) -> Option<(Vec<u8>, V)> {
+        let i = self.back;
+        if i == NIL {
+            return None;
+        }
+        let key = std::mem::take(&mut self.nodes[i as usize].key);
+        Some((key, self.remove_at(i)))
+    }
+
+    /// The keys from the least to the most recently used.
+    pub fn keys_oldest_first(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        let mut i = self.back;
+        std::iter::from_fn(move || {
+            let n = self.nodes.get(i as usize)?;
+            i = n.prev;
+            Some((n.hash, n.key.as_slice()))
+        })
+    }
+
+    /// Removes the entry in slot `i`; the last slot moves into it, so the slots stay dense.
+    fn remove_at(&mut self, i: u32) -> V {
+        let hash = self.nodes[i as usize].hash;
+        self.table.find_entry(hash, |&j| j == i).expect("entry is in the table").remove();
+        self.unlink(i);
+        let last = (self.nodes.len() - 1) as u32;
+        if i != last {
+            let (prev, next, moved_hash) = {
+                let n = &self.nodes[last as usize];
+                (n.prev, n.next, n.hash)
+            };
+            match prev {
+                NIL => self.front = i,
+                p => self.nodes[p as usize].next = i,
+            }
+            match next {
+                NIL => self.back = i,
+                n => self.nodes[n as usize].prev = i,
+            }
+            *self.table.find_mut(moved_hash, |&j| j == last).expect("moved entry is in the table") = i;
+        }
+        self.nodes.swap_remove(i as usize).value
     }
 
     fn promote(&mut self, i: u32) {
@@ -241,6 +309,43 @@ mod tests {
     }
 
     #[test]
+    fn remove_and_pop_back_keep_the_order_and_the_links() {
+        let mut c = lru(4);
+        for (k, v) in [("a", 1), ("b", 2), ("c", 3), ("d", 4)] {
+            add(&mut c, k, v);
+        }
+        // "a" is in slot 0: the last slot ("d") moves into it.
+        let h = c.hash(b"a");
+        assert_eq!(c.remove(h, b"a"), Some(1));
+        assert_eq!(c.remove(h, b"a"), None);
+        assert_eq!(order(&c), ["d", "c", "b"]);
+        assert_eq!(get(&mut c, "d"), Some(4));
+        assert_eq!(c.pop_back(), Some((b"b".to_vec(), 2)));
+        assert_eq!(order(&c), ["d", "c"]);
+        let keys: Vec<_> = c.keys_oldest_first().map(|(_, k)| k.to_vec()).collect();
+        assert_eq!(keys, [b"c".to_vec(), b"d".to_vec()]);
+        let h = c.hash(b"c");
+        assert_eq!(c.peek_mut(h, b"c").copied(), Some(3));
+        assert_eq!(order(&c), ["d", "c"], "peek does not promote");
+        while c.pop_back().is_some() {}
+        assert!(c.is_empty() && c.keys_oldest_first().next().is_none());
+        assert_eq!(order(&c), Vec::<String>::new());
+    }
+
+    #[test]
+    fn push_returns_the_evicted_value() {
+        let mut c = lru(2);
+        let push = |c: &mut Lru<u32>, k: &str, v| {
+            let h = c.hash(k.as_bytes());
+            c.push(h, k.as_bytes(), v)
+        };
+        assert_eq!(push(&mut c, "a", 1), None);
+        assert_eq!(push(&mut c, "b", 2), None);
+        assert_eq!(push(&mut c, "c", 3), Some(1));
+        assert_eq!(order(&c), ["c", "b"]);
+    }
+
+    #[test]
     fn matches_a_reference_model_under_churn() {
         // A plain Vec model of groupcache's list, front first.
         let mut model: Vec<(String, u32)> = vec![];
@@ -249,7 +354,11 @@ mod tests {
         for step in 0..2000 {
             x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
             let k = format!("k{}", (x >> 16) % 9);
-            if (x >> 8) % 3 == 0 {
+            if (x >> 8) % 5 == 1 {
+                let pos = model.iter().position(|(mk, _)| *mk == k);
+                let h = c.hash(k.as_bytes());
+                assert_eq!(c.remove(h, k.as_bytes()), pos.map(|p| model.remove(p).1), "step {step}");
+            } else if (x >> 8) % 5 == 0 {
                 let pos = model.iter().position(|(mk, _)| *mk == k);
                 let expected = pos.map(|p| {
                     let e = model.remove(p);

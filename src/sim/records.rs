@@ -1,0 +1,249 @@
+//! Where a replay's records come from: a JSON Lines file read here, or batches of records that the caller
+//! converts (the binding, from Python objects, holding the GIL only for that).
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::counts::Action;
+use super::simulator::{Simulator, Step};
+use super::trace::{JsonLines, Record};
+use crate::error::{Error, Result};
+
+/// Records per batch: a batch shorter than this ends the trace.
+pub const BATCH: usize = 1024;
+
+/// Appends up to `BATCH` records to the vector.
+pub type NextBatch = Box<dyn FnMut(&mut Vec<Record<'static>>) -> Result<()> + Send>;
+
+pub enum Records {
+    File(JsonLines<BufReader<File>>),
+    Batches(NextBatch),
+}
+
+impl Records {
+    /// A JSON Lines file; errors name the path.
+    pub fn open(path: &Path) -> Result<Records> {
+        let file = File::open(path)
+            .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))))?;
+        Ok(Records::File(JsonLines::new(BufReader::new(file))))
+    }
+
+    /// Replays the next `BATCH` records, or the rest, through `sim`, handing each step to `each`; false once
+    /// the trace has ended.
+    fn step_batch(
+        &mut self,
+        sim: &mut Simulator,
+        batch: &mut Vec<Record<'static>>,
+        mut each: impl FnMut(Step, &Simulator),
+    ) -> Result<bool> {
+        match self {
+            Records::File(lines) => {
+                for _ in 0..BATCH {
+                    let Some(record) = lines.next_record() else { return Ok(false) };
+                    let step = sim.step(&record?)?;
+                    each(step, sim);
+                }
+                Ok(true)
+            }
+            Records::Batches(next) => {
+                batch.clear();
+                next(batch)?;
+                for record in batch.iter() {
+                    let step = sim.step(record)?;
+                    each(step, sim);
+                }
+                Ok(batch.len() == BATCH)
+            }
+        }
+    }
+
+    /// Replays the whole trace through `sim`.
+    pub fn run(&mut self, sim: &mut Simulator) -> Result<()> {
+        if let Records::File(lines) = self {
+            return sim.run_jsonl(lines).map(drop);
+        }
+        let mut batch = Vec::with_capacity(BATCH);
+        while self.step_batch(sim, &mut batch, |_, _| {})? {}
+        Ok(())
+    }
+
+    /// Every record, for replays that go over the trace many times (sweeps).
+    pub fn collect(self) -> Result<Vec<Record<'static>>> {
+        let mut out = Vec::new();
+        match self {
+            Records::File(mut lines) => {
+                while let Some(r) = lines.next_record() {
+                    out.push(r?.into_owned());
+                }
+            }
+            Records::Batches(mut next) => loop {
+                let before = out.len();
+                next(&mut out)?;
+                if out.len() - before < BATCH {
+                    break;
+                }
+            },
+        }
+        Ok(out)
+    }
+}
+
+/// What one input event became, as `Simulation.decisions()` yields it. `name`, `count`, `message` and
+/// `patch` are None for a skip, `patch` also for a create.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    pub index: u64,
+    pub action: Action,
+    pub name: Option<String>,
+    pub count: Option<i32>,
+    pub message: Option<String>,
+    pub patch: Option<String>,
+}
+
+impl Decision {
+    fn new(step: Step, sim: &Simulator) -> Decision {
+        let (name, count, message) = match step.action {
+            Action::Skip => (None, None, None),
+            _ => {
+                let e = sim.event();
+                (Some(e.metadata.name.clone()), Some(e.count), Some(e.message.clone()))
+            }
+        };
+        Decision {
+            index: step.index,
+            action: step.action,
+            name,
+            count,
+            message,
+            patch: sim.patch().map(|p| String::from_utf8_lossy(p).into_owned()),
+        }
+    }
+}
+
+/// The decisions of a replay, computed a batch at a time.
+pub struct Decisions {
+    sim: Simulator,
+    records: Records,
+    batch: Vec<Record<'static>>,
+    ready: VecDeque<Decision>,
+    done: bool,
+}
+
+impl Decisions {
+    pub fn new(sim: Simulator, records: Records) -> Self {
+        Decisions { sim, records, batch: Vec::new(), ready: VecDeque::new(), done: false }
+    }
+
+    /// The next decision if it is computed already; `next()` computes more.
+    pub fn next_ready(&mut self) -> Option<Decision> {
+        self.ready.pop_front()
+    }
+}
+
+impl Iterator for Decisions {
+    type Item = Result<Decision>;
+
+    fn next(&mut self) -> Option<Result<Decision>> {
+        if self.ready.is_empty() && !self.done {
+            let Decisions { sim, records, batch, ready, done } = self;
+            match records.step_batch(sim, batch, |step, sim| ready.push_back(Decision::new(step, sim))) {
+                Ok(more) => *done = !more,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        self.ready.pop_front().map(Ok)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::correlator::{CorrelatorOptions, KeyFuncs};
+    use crate::sim::InvolvedRecord;
+
+    fn records(n: i64) -> Vec<Record<'static>> {
+        (0..n)
+            .map(|i| Record {
+                t_ns: 1_700_000_000_000_000_000 + i * 1_000_000,
+                involved: InvolvedRecord {
+                    kind: "Pod".into(),
+                    name: format!("p{}", i % 7).into(),
+                    ..Default::default()
+                },
+                reason: "BackOff".into(),
+                message: format!("m{}", i % 3).into(),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    /// Batches of the records as a converting caller hands them over, counting the calls.
+    fn batches(all: Vec<Record<'static>>, calls: std::sync::Arc<std::sync::atomic::AtomicUsize>) -> Records {
+        let mut rest = all.into_iter();
+        Records::Batches(Box::new(move |out| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            out.extend(rest.by_ref().take(BATCH));
+            Ok(())
+        }))
+    }
+
+    fn simulator() -> Simulator {
+        Simulator::new(CorrelatorOptions { burst: 5, ..Default::default() }, KeyFuncs::default(), true).unwrap()
+    }
+
+    #[test]
+    fn batches_replay_every_record_and_stop_at_a_short_batch() {
+        for n in [0, 1, BATCH as i64, 2 * BATCH as i64 + 5] {
+            let calls = std::sync::Arc::default();
+            let mut sim = simulator();
+            batches(records(n), std::sync::Arc::clone(&calls)).run(&mut sim).unwrap();
+            let mut one_by_one = simulator();
+            for r in &records(n) {
+                one_by_one.step(r).unwrap();
+            }
+            assert_eq!(sim.report(), one_by_one.report(), "n={n}");
+            assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), n as usize / BATCH + 1, "n={n}");
+            let collected = batches(records(n), std::sync::Arc::default()).collect().unwrap();
+            assert_eq!(collected, records(n));
+        }
+    }
+
+    #[test]
+    fn decisions_follow_the_replay() {
+        let n = BATCH as i64 + 10;
+        let decisions: Vec<_> =
+            Decisions::new(simulator(), batches(records(n), std::sync::Arc::default())).map(Result::unwrap).collect();
+        assert_eq!(decisions.len(), n as usize);
+        let mut lazy = Decisions::new(simulator(), batches(records(n), std::sync::Arc::default()));
+        assert_eq!(lazy.next_ready(), None, "nothing is computed before next()");
+        assert_eq!(lazy.next().unwrap().unwrap(), decisions[0]);
+        assert_eq!(lazy.next_ready().as_ref(), Some(&decisions[1]), "next() computed a batch");
+        assert!(decisions.iter().enumerate().all(|(i, d)| d.index == i as u64));
+        let mut sim = simulator();
+        for (r, d) in records(n).iter().zip(&decisions) {
+            let step = sim.step(r).unwrap();
+            assert_eq!(d.action, step.action);
+            assert_eq!(d.count.is_none(), step.action == Action::Skip);
+        }
+        let first_patch = decisions.iter().find(|d| d.action == Action::Patch).unwrap();
+        assert!(first_patch.patch.as_deref().unwrap().starts_with(r#"{"count":2"#), "{first_patch:?}");
+        assert!(decisions.iter().any(|d| d.action == Action::Skip));
+    }
+
+    #[test]
+    fn an_error_of_the_caller_ends_the_replay_with_it() {
+        let mut records = Records::Batches(Box::new(|_| Err(Error::value("trace item 3", "bad"))));
+        let err = records.run(&mut simulator()).unwrap_err();
+        assert_eq!(err.to_string(), "trace item 3: bad");
+    }
+
+    #[test]
+    fn a_missing_file_is_named() {
+        let Err(err) = Records::open(Path::new("/nonexistent/trace.jsonl")) else { panic!("opened") };
+        assert!(err.to_string().starts_with("/nonexistent/trace.jsonl: "), "{err}");
+    }
+}

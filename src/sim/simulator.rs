@@ -1,0 +1,183 @@
+//! One replay: each record made into an event, correlated and written to a sink that never fails.
+
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::sync::Arc;
+
+use super::counts::{busiest_first, Action, ObjectKey, ObjectTotals, Totals};
+use super::metrics::{self, Metrics, ObjectSummaryRow, SummaryRow};
+use super::trace::{JsonLines, Record};
+use crate::clock::FakeClock;
+use crate::correlator::{CorrelatorOptions, EventCorrelator, KeyFuncs};
+use crate::error::Result;
+use crate::event::Event;
+use crate::recorder::{make_event_around, UuidSource};
+use crate::time::Time;
+
+/// One replayed event. The event written (or skipped) and its patch are `Simulator::event`/`patch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub index: u64,
+    pub action: Action,
+    pub aggregated: bool,
+}
+
+pub struct Simulator {
+    clock: Arc<FakeClock>,
+    correlator: EventCorrelator,
+    uuids: UuidSource,
+    next_resource_version: u64,
+    totals: Totals,
+    objects: Option<HashMap<ObjectKey, Totals>>,
+    metrics: Option<Metrics>,
+    // Reused for every record.
+    event: Event,
+    patched: bool,
+}
+
+/// Seed of the UUID fallback names in replays.
+pub const UUID_SEED: u64 = 0x6b75_6265_7665_6e74;
+
+/// What `kubevents.Simulation` shows of a replay; the per-object lists are most API writes first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    pub totals: Totals,
+    /// With `track_objects`.
+    pub objects: Option<Vec<ObjectTotals>>,
+    /// With metrics.
+    pub metrics: Option<SummaryRow>,
+    /// With metrics and `track_objects`.
+    pub object_metrics: Option<Vec<ObjectSummaryRow>>,
+}
+
+impl Simulator {
+    /// A replay with client-go's correlator under `options`. With `track_objects`, totals are also kept
+    /// per involved object (memory grows with the number of distinct objects).
+    pub fn new(options: CorrelatorOptions, funcs: KeyFuncs, track_objects: bool) -> Result<Self> {
+        let clock = Arc::new(FakeClock::new(Time::UNIX_EPOCH));
+        let correlator = EventCorrelator::new(options, clock.clone(), funcs)?;
+        Ok(Simulator {
+            clock,
+            correlator,
+            uuids: UuidSource::seeded(UUID_SEED),
+            next_resource_version: 1,
+            totals: Totals::default(),
+            objects: track_objects.then(HashMap::new),
+            metrics: None,
+            event: Event::default(),
+            patched: false,
+        })
+    }
+
+    /// Also collects the metrics of `metrics.rs`, with peak write rates over windows of `window_ns`; per
+    /// object too when the replay tracks objects.
+    pub fn with_metrics(mut self, window_ns: i64) -> Self {
+        self.metrics = Some(Metrics::new(window_ns, self.objects.is_some()));
+        self
+    }
+
+    /// The metrics so far, if collected.
+    pub fn summary(&self) -> Option<metrics::Summary> {
+        self.metrics.as_ref().map(|m| m.summary(self.totals))
+    }
+
+    pub fn totals(&self) -> Totals {
+        self.totals
+    }
+
+    pub fn objects(&self) -> Option<&HashMap<ObjectKey, Totals>> {
+        self.objects.as_ref()
+    }
+
+    /// The event of the last step as it was written (for a skip: as the correlator left it).
+    pub fn event(&self) -> &Event {
+        &self.event
+    }
+
+    /// The patch of the last step, if it was a written repeat.
+    pub fn patch(&self) -> Option<&[u8]> {
+        self.patched.then(|| self.correlator.patch())
+    }
+
+    /// Replays one record.
+    pub fn step(&mut self, record: &Record<'_>) -> Result<Step> {
+        let now = Time(record.t_ns);
+        self.clock.set(now);
+        // The record's reference and source go straight into the event; the correlator keeps both (an
+        // aggregate event has the same involved object), so they also name the object below.
+        let event = &mut self.event;
+        record.fill(&mut event.involved_object, &mut event.source);
+        let annotations = Some(&record.annotations).filter(|a| !a.is_empty());
+        make_event_around(event, annotations, &record.type_, &record.reason, &record.message, now, &mut self.uuids);
+        let outcome = self.correlator.correlate_in_place(&mut self.event)?;
+        self.patched = outcome.patched && !outcome.skip;
+
+        let action = if outcome.skip {
+            Action::Skip
+        } else {
+            let event = &mut self.event;
+            event.metadata.resource_version.clear();
+            event.metadata.resource_version.push_str(itoa::Buffer::new().format(self.next_resource_version));
+            self.next_resource_version += 1;
+            self.correlator.update_state(event);
+            if event.count > 1 {
+                Action::Patch
+            } else {
+                Action::Create
+            }
+        };
+        let index = self.totals.events;
+        self.totals.count(action, outcome.aggregated);
+        if let Some(objects) = self.objects.as_mut() {
+            let r = &self.event.involved_object;
+            let key = (r.kind.clone(), r.namespace.clone(), r.name.clone());
+            objects.entry(key).or_default().count(action, outcome.aggregated);
+        }
+        if let Some(m) = self.metrics.as_mut() {
+            let i = &record.involved;
+            m.observe(&metrics::Occurrence {
+                t_ns: record.t_ns,
+                object: (&i.kind, &i.namespace, &i.name),
+                reason: &record.reason,
+                message: &record.message,
+                action,
+                aggregated: outcome.aggregated,
+                event_name: &self.event.metadata.name,
+                count: self.event.count,
+            });
+        }
+        Ok(Step { index, action, aggregated: outcome.aggregated })
+    }
+
+    /// Replays every record of a JSON Lines trace.
+    pub fn run_jsonl<R: BufRead>(&mut self, lines: &mut JsonLines<R>) -> Result<Totals> {
+        while let Some(record) = lines.next_record() {
+            self.step(&record?)?;
+        }
+        Ok(self.totals)
+    }
+
+    /// What the replay found so far.
+    pub fn report(&self) -> Report {
+        let objects = self.objects.as_ref().map(|objects| {
+            let mut v: Vec<_> = objects.iter().collect();
+            v.sort_by(|a, b| busiest_first(*a, *b));
+            v.into_iter().map(|(k, t)| ObjectTotals::new(k.clone(), t)).collect()
+        });
+        let metrics = self.metrics.as_ref();
+        let window_ns = metrics.map_or(metrics::DEFAULT_WINDOW_NS, Metrics::window_ns);
+        let object_metrics = metrics.and_then(|m| {
+            let objects = self.objects.as_ref()?;
+            let mut v = m.objects(|k| objects.get(k).copied().unwrap_or_default())?;
+            v.sort_by(|a, b| busiest_first((&a.0, &a.1.totals), (&b.0, &b.1.totals)));
+            let row = |((kind, namespace, name), s): (ObjectKey, metrics::Summary)| ObjectSummaryRow {
+                kind,
+                namespace,
+                name,
+                summary: s.row(window_ns, false),
+            };
+            Some(v.into_iter().map(row).collect())
+        });
+        Report { totals: self.totals, objects, metrics: self.summary().map(|s| s.row(window_ns, true)), object_metrics }
+    }
+}
