@@ -14,6 +14,7 @@ use kubevents::clock::FakeClock;
 use kubevents::error::Error;
 use kubevents::pleg::generic::{Abort, Inspection};
 use kubevents::pleg::pod::BasicStatus;
+use kubevents::pleg::records::PodRecords;
 use kubevents::pleg::{
     diff_into, Container, ContainerState, EventChannel, GenericPleg, PlegOptions, Pod, PodCache, Runtime,
 };
@@ -73,7 +74,7 @@ struct Alternating {
 impl Runtime for Alternating {
     type Status = BasicStatus;
     type Error = String;
-    fn get_pods(&self) -> Result<Vec<Arc<Pod>>, Error> {
+    fn get_pods(&self, _: &PodRecords) -> Result<Vec<Arc<Pod>>, Error> {
         let f = self.flip.fetch_xor(true, Ordering::Relaxed);
         Ok(self.lists[usize::from(f)].clone())
     }
@@ -81,7 +82,7 @@ impl Runtime for Alternating {
         let status = BasicStatus { id: pod.id.clone(), ips: vec!["10.0.0.1".into()], ..BasicStatus::default() };
         Ok(Inspection { status: Some(status), err: None, invalid: None })
     }
-    fn timeout_error(&self, _: &Pod, _: Duration, _: bool) -> String {
+    fn timeout_error(&self, _: String) -> String {
         "timeout".into()
     }
 }

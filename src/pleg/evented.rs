@@ -84,7 +84,7 @@ pub trait ContainerEventSource<S>: Send + Sync + 'static {
     fn stream(&self, sink: &mut dyn FnMut(CriEvent<S>) -> bool) -> Result<(), Error>;
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct EventedStats {
     pub events_received: u64,
     pub events_ignored: u64,

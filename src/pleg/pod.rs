@@ -2,11 +2,14 @@
 
 use std::fmt;
 
+use serde::Serialize;
+
 use crate::error::Error;
 use crate::time::Time;
 
 /// `kubecontainer.State`: what the runtime reports for a container or sandbox.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ContainerState {
     Created,
     Running,
@@ -41,7 +44,7 @@ impl ContainerState {
 
 /// A container or sandbox in a runtime listing. Go matches on the whole `ContainerID` (type and id); the
 /// type prefix is not modelled, so the id string alone identifies a container.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Container {
     pub id: String,
     pub state: ContainerState,
@@ -53,8 +56,8 @@ impl Container {
     }
 }
 
-/// A pod in a runtime listing.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// A pod in a runtime listing. Serialized as the runtime's pod dict.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Pod {
     pub id: String,
     pub name: String,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::evented::{CriEvent, CriEventType, EventedOptions, EventedPleg};
 use super::generic::{is_abort, Abort, GenericPleg, Inspection, LoopStep, PlegOptions, Runtime, RELIST_QUEUE_CAPACITY};
+use super::records::PodRecords;
 use super::pod::{BasicStatus, Container, ContainerState, Pod, PodLifecycleEvent, PodLifecycleEventType};
 use super::{EventChannel, Lookup, PodCache};
 use crate::clock::FakeClock;
@@ -32,16 +33,22 @@ struct Fake {
     interrupt: AtomicBool,
     /// What `loop_aborted` was told.
     aborted_loops: Mutex<Vec<String>>,
+    /// What each `get_pods` returned.
+    listed: Mutex<Vec<Vec<Arc<Pod>>>>,
 }
 
 impl Runtime for Arc<Fake> {
     type Status = BasicStatus;
     type Error = String;
-    fn get_pods(&self) -> Result<Vec<Arc<Pod>>, Error> {
+    fn get_pods(&self, known: &PodRecords) -> Result<Vec<Arc<Pod>>, Error> {
         if self.fail_list.load(Ordering::Relaxed) {
             return Err(Error::Clock("runtime down".into()));
         }
-        Ok(self.pods.lock().unwrap().iter().cloned().map(Arc::new).collect())
+        // Shares what is known, as the binding does.
+        let share = |p: &Pod| known.latest(&p.id).filter(|k| ***k == *p).cloned().unwrap_or_else(|| Arc::new(p.clone()));
+        let pods: Vec<_> = self.pods.lock().unwrap().iter().map(share).collect();
+        self.listed.lock().unwrap().push(pods.clone());
+        Ok(pods)
     }
     fn get_pod_status(&self, pod: &Pod) -> Result<Inspection<BasicStatus, String>, Abort> {
         while self.hang.lock().unwrap().contains(&pod.id) && !self.release.load(Ordering::Relaxed) {
@@ -54,8 +61,8 @@ impl Runtime for Arc<Fake> {
         let err = self.failing.lock().unwrap().contains(&pod.id).then(|| "inspection error".to_owned());
         Ok(Inspection { status: Some(status), err, invalid: None })
     }
-    fn timeout_error(&self, pod: &Pod, _after: Duration, _running: bool) -> String {
-        format!("timeout {}", pod.id)
+    fn timeout_error(&self, message: String) -> String {
+        message
     }
     fn check_interrupt(&self) -> Result<(), Abort> {
         if self.interrupt.load(Ordering::Relaxed) {
@@ -191,7 +198,7 @@ fn a_hung_inspection_does_not_stall_the_relist() {
     fake.hang.lock().unwrap().push("a".into());
     pleg.relist().unwrap();
     assert_eq!(pleg.channel().drain(), [ev("b", ContainerStarted, "c"), ev("c", ContainerStarted, "c")]);
-    assert_eq!(pleg.cache().get("a").err(), Some(&"timeout a".to_owned()));
+    assert_eq!(pleg.cache().get("a").err(), Some(&"inspection of pod a (/) did not return within 500ms".to_owned()));
     assert_eq!(pleg.stats().inspection_timeouts, 1);
     // Still hung: not inspected again on top of the running call.
     pleg.relist().unwrap();
@@ -546,4 +553,37 @@ fn evented_running_pod_count() {
 fn evented_needs_an_evented_cache() {
     let (_, _, generic) = new_pleg(PlegOptions::default(), false);
     assert!(EventedPleg::new(generic, EventedOptions::default()).is_err());
+}
+
+#[test]
+fn a_relist_offers_the_latest_listing_of_each_pod() {
+    let (fake, _, pleg) = new_pleg(PlegOptions::default(), false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)]), pod("b", &[("c", Running)])];
+    pleg.relist().unwrap();
+    fake.pods.lock().unwrap()[1] = pod("b", &[("c", Exited)]);
+    pleg.relist().unwrap();
+    pleg.relist().unwrap();
+    let listed = fake.listed.lock().unwrap();
+    // An unchanged pod is shared from the listing before; a changed one is new, then shared once committed.
+    assert!(Arc::ptr_eq(&listed[1][0], &listed[0][0]) && Arc::ptr_eq(&listed[2][0], &listed[0][0]));
+    assert!(!Arc::ptr_eq(&listed[1][1], &listed[0][1]));
+    assert!(Arc::ptr_eq(&listed[2][1], &listed[1][1]));
+}
+
+#[test]
+fn stats_serialize_as_python_gets_them() {
+    let (fake, _, pleg) = new_pleg(PlegOptions::default(), false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running), ("d", Exited)])];
+    pleg.relist().unwrap();
+    let json = serde_json::to_string(&pleg.stats()).unwrap();
+    assert_eq!(
+        json,
+        concat!(
+            r#"{"relists":1,"relist_failures":0,"relist_duration_total":0.0,"relist_duration_last":0.0,"#,
+            r#""events_sent":2,"events_dropped":0,"inspections":1,"inspection_errors":0,"inspection_timeouts":0,"#,
+            r#""reinspections":0,"pod_relists":0,"pod_relist_failures":0,"relist_requests_queued":0,"#,
+            r#""relist_requests_skipped":0,"relist_requests_dropped":0,"running_pods":0,"#,
+            r#""running_containers":{"created":0,"running":1,"exited":1,"unknown":0}}"#
+        )
+    );
 }

@@ -1,0 +1,79 @@
+//! `kubevents.pleg`: the PLEG's pods, statuses, cache, channel and PLEG classes, one file per core module.
+
+use pyo3::exceptions::{PyException, PyRuntimeError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::errors::external;
+use crate::error::Error;
+use crate::pleg::generic::Abort;
+
+mod cache;
+mod channel;
+mod evented;
+mod generic;
+mod pod;
+
+/// An exception raised by the runtime, a watch condition or the event source, for the core: one that is not
+/// an `Exception` (`KeyboardInterrupt`, `SystemExit`) is an `Abort`, which stops the relist instead of being
+/// stored or logged.
+fn runtime_err(py: Python<'_>, e: PyErr) -> Error {
+    if e.is_instance_of::<PyException>(py) {
+        external(e)
+    } else {
+        Abort(external(e)).into_error()
+    }
+}
+
+/// The Python exception inside a core error (through an `Abort`), if it carries one.
+fn py_err_in(e: &Error) -> Option<&PyErr> {
+    let Error::External(b) = e else { return None };
+    match b.downcast_ref::<Abort>() {
+        Some(a) => py_err_in(&a.0),
+        None => b.downcast_ref::<PyErr>(),
+    }
+}
+
+/// A core error the core keeps (shared), raised again.
+fn raise_kept(py: Python<'_>, e: &Error) -> PyErr {
+    match py_err_in(e) {
+        Some(p) => p.clone_ref(py),
+        None => PyRuntimeError::new_err(e.to_string()),
+    }
+}
+
+/// The `KeyboardInterrupt` or `SystemExit` a loop kept, raised once.
+fn raise_abort(py: Python<'_>, kept: Option<std::sync::Arc<Error>>) -> PyResult<()> {
+    kept.map_or(Ok(()), |e| Err(raise_kept(py, &e)))
+}
+
+fn dict_get<'py>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+    Ok(d.get_item(key)?.filter(|v| !v.is_none()))
+}
+
+fn aio(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    py.import("kubevents._pleg_aio")
+}
+
+/// A core struct as a dict (stats).
+fn to_dict<'py, T: serde::Serialize>(py: Python<'py>, v: &T) -> PyResult<Bound<'py, PyAny>> {
+    Ok(pythonize::pythonize(py, v)?)
+}
+
+/// What a PLEG object made before `os.fork()` says in the child, where its locks may be held for good by
+/// threads that did not come along.
+fn forked_repr(what: &str) -> String {
+    format!("{what}(created before os.fork(): unusable in this process)")
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<pod::PyPod>()?;
+    m.add_class::<pod::PyPodList>()?;
+    m.add_class::<pod::PyPodLifecycleEvent>()?;
+    m.add_class::<cache::PyPodCache>()?;
+    m.add_class::<channel::PyEventChannel>()?;
+    m.add_class::<generic::PyGenericPLEG>()?;
+    m.add_class::<evented::PyEventedPLEG>()?;
+    m.add_function(wrap_pyfunction!(pod::diff, m)?)?;
+    Ok(())
+}
