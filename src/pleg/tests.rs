@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::evented::{CriEvent, CriEventType, EventedOptions, EventedPleg};
 use super::generic::{is_abort, Abort, GenericPleg, Inspection, LoopStep, PlegOptions, Runtime, RELIST_QUEUE_CAPACITY};
-use super::records::PodRecords;
 use super::pod::{BasicStatus, Container, ContainerState, Pod, PodLifecycleEvent, PodLifecycleEventType};
+use super::records::PodRecords;
 use super::{EventChannel, Lookup, PodCache};
 use crate::clock::FakeClock;
 use crate::error::Error;
@@ -45,7 +45,8 @@ impl Runtime for Arc<Fake> {
             return Err(Error::Clock("runtime down".into()));
         }
         // Shares what is known, as the binding does.
-        let share = |p: &Pod| known.latest(&p.id).filter(|k| ***k == *p).cloned().unwrap_or_else(|| Arc::new(p.clone()));
+        let share =
+            |p: &Pod| known.latest(&p.id).filter(|k| ***k == *p).cloned().unwrap_or_else(|| Arc::new(p.clone()));
         let pods: Vec<_> = self.pods.lock().unwrap().iter().map(share).collect();
         self.listed.lock().unwrap().push(pods.clone());
         Ok(pods)

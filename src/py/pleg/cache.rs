@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::pod::{same_str, string};
-use super::{aio, dict_get, forked_repr};
+use super::{aio, dict_get, Owned};
 use crate::pleg::cache::{Lookup, Waiter};
 use crate::pleg::{PodCache, StatusView};
 use crate::py::clock::{timeout_arg, to_datetime, to_time};
@@ -178,27 +178,11 @@ fn optional_time(t: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Time> {
     }
 }
 
+/// The pod status cache (`kubecontainer.Cache`): the latest status and inspection error per pod, a global
 /// timestamp, and waiters for fresh data.
 #[pyclass(module = "kubevents.pleg", name = "PodCache", frozen)]
 pub struct PyPodCache {
-    pub(super) inner: Arc<Cache>,
-    /// The fork generation it was made in.
-    generation: u64,
-}
-
-impl PyPodCache {
-    pub(super) fn check(&self) -> PyResult<()> {
-        lifecycle::check_not_forked(self.generation, "PodCache")
-    }
-}
-
-impl Drop for PyPodCache {
-    fn drop(&mut self) {
-        // In a forked child a parent thread may have been changing it: leave it be.
-        if lifecycle::is_forked(self.generation) {
-            std::mem::forget(self.inner.clone());
-        }
-    }
+    pub(super) inner: Owned<Cache>,
 }
 
 #[pymethods]
@@ -207,19 +191,17 @@ impl PyPodCache {
     #[new]
     #[pyo3(signature = (*, evented=false))]
     fn new(evented: bool) -> Self {
-        PyPodCache { inner: Arc::new(PodCache::new(evented)), generation: lifecycle::generation() }
+        PyPodCache { inner: Owned::new(Arc::new(PodCache::new(evented)), "PodCache") }
     }
 
     #[getter]
     fn evented(&self) -> PyResult<bool> {
-        self.check()?;
-        Ok(self.inner.evented())
+        Ok(self.inner.checked()?.evented())
     }
 
     /// `(status, error)`; a miss gives `({"id": uid}, None)`.
     fn get<'py>(&self, py: Python<'py>, uid: &str) -> PyResult<Bound<'py, PyTuple>> {
-        self.check()?;
-        lookup_to_py(py, uid, &self.inner.get(uid))
+        lookup_to_py(py, uid, &self.inner.checked()?.get(uid))
     }
 
     /// Stores the status and error; the timestamp (datetime or epoch seconds, None for Go's zero time) is
@@ -233,26 +215,23 @@ impl PyPodCache {
         error: Option<&Bound<'_, PyAny>>,
         timestamp: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        self.check()?;
+        let cache = self.inner.checked()?;
         let status = status.filter(|s| !s.is_none()).map(|s| PyStatus::from_py(s, "status")).transpose()?;
         let err = error.filter(|e| !e.is_none()).map(|e| PyErrValue(Arc::new(e.clone().unbind())));
         let ts = optional_time(timestamp, "timestamp")?;
-        let cache = self.inner.clone();
         Ok(lifecycle::detach(py, || cache.set(uid, status, err, ts)))
     }
 
     /// Removes the entry (waiters are not woken).
     fn delete(&self, uid: &str) -> PyResult<()> {
-        self.check()?;
-        self.inner.delete(uid);
+        self.inner.checked()?.delete(uid);
         Ok(())
     }
 
     /// Sets the global timestamp and wakes the waiters it satisfies.
     fn update_time(&self, py: Python<'_>, timestamp: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.check()?;
+        let cache = self.inner.checked()?;
         let t = to_time(timestamp, "timestamp")?;
-        let cache = self.inner.clone();
         lifecycle::detach(py, || cache.update_time(t));
         Ok(())
     }
@@ -260,37 +239,32 @@ impl PyPodCache {
     /// `SetObservedTime` (Era C): the pod is fresh as of `timestamp` though its status is unchanged. Wakes
     /// that pod's waiters as `update_time` would; later waits before that time return at once.
     fn set_observed_time(&self, py: Python<'_>, uid: &str, timestamp: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.check()?;
+        let cache = self.inner.checked()?;
         let t = to_time(timestamp, "timestamp")?;
-        let cache = self.inner.clone();
         lifecycle::detach(py, || cache.set_observed_time(uid, t));
         Ok(())
     }
 
     /// The pod's latest `set_observed_time`, None if it has none.
     fn observed_time<'py>(&self, py: Python<'py>, uid: &str) -> PyResult<Option<Bound<'py, pyo3::types::PyDateTime>>> {
-        self.check()?;
-        self.inner.observed_time(uid).map(|t| to_datetime(py, t)).transpose()
+        self.inner.checked()?.observed_time(uid).map(|t| to_datetime(py, t)).transpose()
     }
 
     /// The global timestamp, None before the first `update_time`.
     #[getter]
     fn timestamp<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, pyo3::types::PyDateTime>>> {
-        self.check()?;
-        self.inner.timestamp().map(|t| to_datetime(py, t)).transpose()
+        self.inner.checked()?.timestamp().map(|t| to_datetime(py, t)).transpose()
     }
 
     /// Number of pods with an entry.
     fn __len__(&self) -> PyResult<usize> {
-        self.check()?;
-        Ok(self.inner.len())
+        Ok(self.inner.checked()?.len())
     }
 
     /// Number of pending `get_newer_than` waiters.
     #[getter]
     fn waiters(&self) -> PyResult<usize> {
-        self.check()?;
-        Ok(self.inner.waiters())
+        Ok(self.inner.checked()?.waiters())
     }
 
     /// `GetNewerThan`: `(status, error)` once the pod's data (or the global timestamp) is newer than `t`.
@@ -304,10 +278,10 @@ impl PyPodCache {
         t: &Bound<'py, PyAny>,
         timeout: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        self.check()?;
+        let cache = self.inner.checked()?;
         let min = to_time(t, "t")?;
         let timeout = timeout_arg(timeout)?;
-        let got = self.inner.get_newer_than_with(uid, min, |ready| lifecycle::wait_until(py, timeout, ready).map(drop))?;
+        let got = cache.get_newer_than_with(uid, min, |ready| lifecycle::wait_until(py, timeout, ready).map(drop))?;
         match got {
             Some(v) => lookup_to_py(py, uid, &v),
             None => Err(PyTimeoutError::new_err(format!(
@@ -324,7 +298,7 @@ impl PyPodCache {
         uid: &str,
         t: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.check()?;
+        let cache = self.inner.checked()?;
         let min = to_time(t, "t")?;
         let loop_ = py.import("asyncio")?.call_method0("get_running_loop")?;
         let fut = loop_.call_method0("create_future")?;
@@ -337,17 +311,11 @@ impl PyPodCache {
                 let _ = l.bind(py).call_method1("call_soon_threadsafe", (r.bind(py), f.bind(py), value));
             })
         };
-        let cache = self.inner.clone();
-        let uid = uid.to_owned();
-        lifecycle::detach(py, || cache.subscribe(&uid, min, Waiter::Callback(Box::new(cb))));
+        lifecycle::detach(py, || cache.subscribe(uid, min, Waiter::Callback(Box::new(cb))));
         Ok(fut)
     }
 
     fn __repr__(&self) -> String {
-        if lifecycle::is_forked(self.generation) {
-            return forked_repr("PodCache");
-        }
-        format!("PodCache({} pods, evented={})", self.inner.len(), self.inner.evented())
+        self.inner.repr(|c| format!("PodCache({} pods, evented={})", c.len(), c.evented()))
     }
 }
-

@@ -12,7 +12,7 @@ use super::cache::PyStatus;
 use super::channel::PyEventChannel;
 use super::generic::{PyGenericPLEG, PyRuntime};
 use super::pod::string;
-use super::{dict_get, forked_repr, raise_abort, runtime_err, to_dict};
+use super::{dict_get, raise_abort, runtime_err, to_dict, Owned};
 use crate::error::Error;
 use crate::pleg::evented::{ContainerEventSource, CriEvent, CriEventType, EventedOptions, EventedPleg};
 use crate::py::clock::seconds_arg;
@@ -74,18 +74,9 @@ impl ContainerEventSource<PyStatus> for PySource {
 /// EventedPLEG: CRI container events into the shared cache and event channel of a GenericPLEG.
 #[pyclass(module = "kubevents.pleg", name = "EventedPLEG", frozen, weakref)]
 pub struct PyEventedPLEG {
-    inner: Arc<EventedPleg<PyRuntime>>,
+    inner: Owned<EventedPleg<PyRuntime>>,
     generic: Py<PyGenericPLEG>,
     source: Option<Arc<dyn ContainerEventSource<PyStatus>>>,
-    /// The fork generation it was made in.
-    generation: u64,
-}
-
-impl PyEventedPLEG {
-    fn check(&self) -> PyResult<()> {
-        lifecycle::check_not_forked(self.generation, "EventedPLEG")
-    }
-
 }
 
 #[pymethods]
@@ -104,7 +95,7 @@ impl PyEventedPLEG {
         fallback_relist_threshold: Option<&Bound<'_, PyAny>>,
         cache_update_period: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        generic.get().check()?;
+        let g = generic.get().inner.checked()?.clone();
         if max_stream_retries < 0 {
             return Err(PyValueError::new_err(format!("max_stream_retries must be >= 0, got {max_stream_retries}")));
         }
@@ -121,7 +112,7 @@ impl PyEventedPLEG {
         }
         let mut options = EventedOptions { max_stream_retries: max_stream_retries as u32, ..EventedOptions::default() };
         let set = |v: Option<&Bound<'_, PyAny>>, what: &str, positive: bool, slot: &mut i64| -> PyResult<()> {
-            if let Some(v) = v.filter(|v| !v.is_none()) {
+            if let Some(v) = v {
                 *slot = seconds_arg(v, what, positive)?;
             }
             Ok(())
@@ -131,18 +122,16 @@ impl PyEventedPLEG {
         set(fallback_relist_period, "fallback_relist_period", true, &mut options.fallback.period)?;
         set(fallback_relist_threshold, "fallback_relist_threshold", false, &mut options.fallback.threshold)?;
         set(cache_update_period, "cache_update_period", true, &mut options.cache_update_period)?;
-        let g = generic.get().inner.clone();
-        let inner = EventedPleg::new(g, options)?;
+        let inner = Owned::new(Arc::new(EventedPleg::new(g, options)?), "EventedPLEG");
         let source = runtime_service.map(|s| Arc::new(PySource(s)) as Arc<dyn ContainerEventSource<PyStatus>>);
-        Ok(PyEventedPLEG { inner: Arc::new(inner), generic, source, generation: lifecycle::generation() })
+        Ok(PyEventedPLEG { inner, generic, source })
     }
 
     /// Marks evented in use (the generic PLEG then stores the runtime's status timestamps), starts the
     /// 2-second global cache tick and, with a runtime service, the event stream.
     fn start(slf: &Bound<'_, Self>) -> PyResult<()> {
         let this = slf.get();
-        this.check()?;
-        this.inner.start(this.source.clone())?;
+        this.inner.checked()?.start(this.source.clone())?;
         lifecycle::track(slf.as_any())?;
         Ok(())
     }
@@ -150,21 +139,20 @@ impl PyEventedPLEG {
     /// No longer in use; the loops end (without waiting: a stream blocked in the runtime service ends at its
     /// next event). Raises, once, the `KeyboardInterrupt` or `SystemExit` that stopped the event stream.
     fn stop(&self, py: Python<'_>) -> PyResult<()> {
-        self.check()?;
-        self.inner.stop();
-        raise_abort(py, self.inner.take_abort())
+        let evented = self.inner.checked()?;
+        evented.stop();
+        raise_abort(py, evented.take_abort())
     }
 
     #[getter]
     fn in_use(&self) -> PyResult<bool> {
-        self.check()?;
-        Ok(self.inner.in_use())
+        Ok(self.inner.checked()?.in_use())
     }
 
     /// Processes CRI event dicts (`container_id`, `pod_uid`, `type`, `created_at` in ns, `pod_status`);
     /// returns how many lifecycle events were sent. All events are checked before any is processed.
     fn process_events(&self, py: Python<'_>, events: &Bound<'_, PyAny>) -> PyResult<usize> {
-        self.check()?;
+        let evented = self.inner.checked()?;
         let evs = events
             .try_iter()
             .map_err(|_| {
@@ -173,16 +161,16 @@ impl PyEventedPLEG {
             .enumerate()
             .map(|(i, e)| cri_event_from_py(&e?, &format!("events[{i}]")))
             .collect::<PyResult<Vec<_>>>()?;
-        let inner = self.inner.clone();
+        let inner = evented.clone();
         Ok(lifecycle::detach(py, || evs.into_iter().map(|e| inner.process_event(e)).sum()))
     }
 
     /// `(True, None)` unless the event channel is full. Raises, once, the `KeyboardInterrupt` or
     /// `SystemExit` that stopped the event stream.
     fn healthy(&self, py: Python<'_>) -> PyResult<(bool, Option<String>)> {
-        self.check()?;
-        raise_abort(py, self.inner.take_abort())?;
-        Ok(self.inner.healthy())
+        let evented = self.inner.checked()?;
+        raise_abort(py, evented.take_abort())?;
+        Ok(evented.healthy())
     }
 
     /// The shared event channel.
@@ -202,29 +190,27 @@ impl PyEventedPLEG {
 
     #[getter]
     fn generic(&self, py: Python<'_>) -> PyResult<Py<PyGenericPLEG>> {
-        self.check()?;
+        self.inner.checked()?;
         Ok(self.generic.clone_ref(py))
     }
 
     /// The last stream error, as text.
     #[getter]
     fn last_error(&self) -> PyResult<Option<String>> {
-        self.check()?;
-        Ok(self.inner.last_error())
+        Ok(self.inner.checked()?.last_error())
     }
 
     /// Counters: events received, ignored (no sandbox metadata), rejected (older than the cache), sent;
     /// stream failures; whether it fell back to generic relisting; running pods (`kubelet_running_pods`).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.check()?;
-        to_dict(py, &self.inner.stats())
+        let evented = self.inner.checked()?;
+        to_dict(py, &evented.stats())
     }
 
     /// For the exit hook: stops it and waits up to `timeout` seconds for its threads to end (the event
     /// stream's at its next event). It holds nothing to deliver.
     fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (&'static str, u64) {
-        if !lifecycle::is_forked(self.generation) {
-            let evented = &self.inner;
+        if let Some(evented) = self.inner.unforked() {
             evented.stop();
             let wait = Duration::try_from_secs_f64(timeout).unwrap_or_default();
             lifecycle::detach(py, || evented.wait_stopped(wait));
@@ -233,21 +219,14 @@ impl PyEventedPLEG {
     }
 
     fn __repr__(&self) -> String {
-        if lifecycle::is_forked(self.generation) {
-            return forked_repr("EventedPLEG");
-        }
-        format!("EventedPLEG(in_use={})", self.inner.in_use())
+        self.inner.repr(|e| format!("EventedPLEG(in_use={})", e.in_use()))
     }
 }
 
 impl Drop for PyEventedPLEG {
     fn drop(&mut self) {
-        if lifecycle::is_forked(self.generation) {
-            // Its threads and the locks they held stayed in the parent: the child leaves it be.
-            std::mem::forget(self.inner.clone());
-        } else {
-            self.inner.stop();
+        if let Some(evented) = self.inner.unforked() {
+            evented.stop();
         }
     }
 }
-

@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 use super::cache::{PyErrValue, PyPodCache, PyStatus};
 use super::channel::PyEventChannel;
 use super::pod::{pod_to_py, pods_from_py, shared_pod};
-use super::{forked_repr, py_err_in, raise_abort, runtime_err, to_dict};
+use super::{py_err_in, raise_abort, runtime_err, to_dict, Owned};
 use crate::error::Error;
 use crate::pleg::generic::{Abort, Condition, GenericPleg, Inspection, LoopStep, PlegOptions, RelistDuration, Runtime};
 use crate::pleg::records::PodRecords;
@@ -147,17 +147,8 @@ type Generic = GenericPleg<PyRuntime>;
 /// GenericPLEG: relists `runtime` and turns the differences into pod lifecycle events on `watch()`.
 #[pyclass(module = "kubevents.pleg", name = "GenericPLEG", frozen, weakref)]
 pub struct PyGenericPLEG {
-    pub(super) inner: Arc<Generic>,
+    pub(super) inner: Owned<Generic>,
     cache: Py<PyPodCache>,
-    /// The fork generation it was made in.
-    generation: u64,
-}
-
-impl PyGenericPLEG {
-    pub(super) fn check(&self) -> PyResult<()> {
-        lifecycle::check_not_forked(self.generation, "GenericPLEG")
-    }
-
 }
 
 #[pymethods]
@@ -186,7 +177,7 @@ impl PyGenericPLEG {
                 )));
             }
         }
-        cache.get().check()?;
+        let cache_arc = cache.get().inner.checked()?.clone();
         if on_demand_relist && !runtime.bind(py).hasattr("get_pod")? {
             return Err(PyTypeError::new_err(format!(
                 "runtime: on_demand_relist needs get_pod(uid), {} has none",
@@ -199,31 +190,24 @@ impl PyGenericPLEG {
         if inspect_concurrency < 1 {
             return Err(PyValueError::new_err(format!("inspect_concurrency must be >= 1, got {inspect_concurrency}")));
         }
-        let mut options = PlegOptions::default();
-        if let Some(p) = relist_period.filter(|p| !p.is_none()) {
+        let mut options = PlegOptions {
+            inspect_concurrency: inspect_concurrency as usize,
+            pod_sync_on_reinspect,
+            on_demand_relist,
+            ..PlegOptions::default()
+        };
+        if let Some(p) = relist_period {
             options.duration.period = seconds_arg(p, "relist_period", true)?;
         }
-        if let Some(t) = relist_threshold.filter(|t| !t.is_none()) {
+        if let Some(t) = relist_threshold {
             options.duration.threshold = seconds_arg(t, "relist_threshold", false)?;
         }
-        options.inspect_concurrency = inspect_concurrency as usize;
-        options.pod_sync_on_reinspect = pod_sync_on_reinspect;
-        options.on_demand_relist = on_demand_relist;
-        options.inspect_timeout = match inspect_timeout.filter(|t| !t.is_none()) {
-            Some(t) => Some(Duration::from_nanos(seconds_arg(t, "inspect_timeout", true)? as u64)),
-            None => None,
-        };
-        let clock = clock_arg(clock)?;
-        let cache_arc = cache.get().inner.clone();
+        if let Some(t) = inspect_timeout {
+            options.inspect_timeout = Some(Duration::from_nanos(seconds_arg(t, "inspect_timeout", true)? as u64));
+        }
         let channel = Arc::new(EventChannel::new(channel_capacity as usize));
-        let inner = GenericPleg::new(
-            PyRuntime(runtime),
-            cache_arc,
-            clock,
-            channel,
-            options,
-        )?;
-        Ok(PyGenericPLEG { inner: Arc::new(inner), cache, generation: lifecycle::generation() })
+        let inner = GenericPleg::new(PyRuntime(runtime), cache_arc, clock_arg(clock)?, channel, options)?;
+        Ok(PyGenericPLEG { inner: Owned::new(Arc::new(inner), "GenericPLEG"), cache })
     }
 
     /// One relist. Raises what the runtime's `get_pods()` raised (nothing changed then), or, after the relist
@@ -231,25 +215,22 @@ impl PyGenericPLEG {
     /// `SystemExit` from the runtime or a condition stops the relist where it is and is raised; so is Ctrl-C
     /// while it waits for the loop's relist or for inspection threads.
     pub(super) fn relist(&self, py: Python<'_>) -> PyResult<()> {
-        self.check()?;
-        let pleg = self.inner.clone();
+        let pleg = self.inner.checked()?;
         lifecycle::detach(py, || pleg.relist())?;
         Ok(())
     }
 
     /// The event channel (the same object every time).
     pub(super) fn watch(&self) -> PyResult<PyEventChannel> {
-        self.check()?;
-        Ok(PyEventChannel { inner: self.inner.channel().clone(), generation: self.generation })
+        let pleg = self.inner.checked()?;
+        Ok(PyEventChannel { inner: self.inner.part(pleg.channel().clone(), "EventChannel") })
     }
 
     /// Relists now and then `relist_period` after each relist ends, on the clock, in a background thread;
     /// with `on_demand_relist`, serves relist requests in between. `RuntimeError` while a loop told to stop
     /// has not ended yet (see `stop`).
     fn start(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let this = slf.get();
-        this.check()?;
-        if !this.inner.start()? {
+        if !slf.get().inner.checked()?.start()? {
             return Err(PyRuntimeError::new_err(
                 "start(): the relist loop told to stop has not ended yet (a runtime call has not returned); \
                  stop() waits for it",
@@ -264,13 +245,12 @@ impl PyGenericPLEG {
     /// interrupts the wait. Raises, once, the `KeyboardInterrupt` or `SystemExit` that stopped the loop.
     #[pyo3(signature = (timeout=None))]
     fn stop(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        self.check()?;
+        let pleg = self.inner.checked()?;
         let timeout = timeout_arg(timeout)?;
-        let pleg = &self.inner;
         pleg.not_reentered("stop()")?;
         pleg.signal_stop();
         let ended = lifecycle::wait_until(py, timeout, |slice| pleg.wait_stopped(Some(slice)))?;
-        raise_abort(py, self.inner.take_abort())?;
+        raise_abort(py, pleg.take_abort())?;
         if !ended {
             return Err(PyTimeoutError::new_err(
                 "stop() timed out: the relist loop ends when the runtime call in progress returns",
@@ -282,58 +262,57 @@ impl PyGenericPLEG {
     /// The loop runs (started, and neither stopped nor ended by a `KeyboardInterrupt` or `SystemExit`).
     #[getter]
     fn running(&self) -> PyResult<bool> {
-        self.check()?;
-        Ok(self.inner.running())
+        Ok(self.inner.checked()?.running())
     }
 
     /// When the loop's next relist is due on the clock; None while it relists or is stopped. On a fake
     /// clock, wait for this to be set before stepping the clock past it.
     #[getter]
     fn next_relist_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, pyo3::types::PyDateTime>>> {
-        self.check()?;
-        self.inner.next_relist_at().map(|t| to_datetime(py, t)).transpose()
+        self.inner.checked()?.next_relist_at().map(|t| to_datetime(py, t)).transpose()
     }
 
     /// `(True, None)`, or `(False, message)` with the kubelet's message. Raises, once, the
     /// `KeyboardInterrupt` or `SystemExit` that stopped the loop.
     fn healthy(&self, py: Python<'_>) -> PyResult<(bool, Option<String>)> {
-        self.check()?;
-        raise_abort(py, self.inner.take_abort())?;
-        let pleg = &self.inner;
+        let pleg = self.inner.checked()?;
+        raise_abort(py, pleg.take_abort())?;
         Ok(lifecycle::detach(py, || pleg.healthy()))
     }
 
     /// `SetPodWatchCondition`: `condition(status)` runs after each successful inspection of the pod; when
     /// it returns true it is removed and one `ConditionMet` event is sent (per pod and relist).
-    pub(super) fn set_pod_watch_condition(&self, py: Python<'_>, uid: &str, key: &str, condition: Py<PyAny>) -> PyResult<()> {
-        self.check()?;
+    pub(super) fn set_pod_watch_condition(
+        &self,
+        py: Python<'_>,
+        uid: &str,
+        key: &str,
+        condition: Py<PyAny>,
+    ) -> PyResult<()> {
+        let pleg = self.inner.checked()?;
         if !condition.bind(py).is_callable() {
             return Err(PyTypeError::new_err("condition must be callable"));
         }
         let cond = condition_from_py(condition);
-        let pleg = self.inner.clone();
         lifecycle::detach(py, || pleg.set_pod_watch_condition(uid, key, cond));
         Ok(())
     }
 
     /// The pod's watch conditions as `{key: version}`, None when the pod has no entry.
     fn watch_conditions(&self, uid: &str) -> PyResult<Option<std::collections::BTreeMap<String, u32>>> {
-        self.check()?;
-        Ok(self.inner.watch_conditions(uid).map(|v| v.into_iter().collect()))
+        Ok(self.inner.checked()?.watch_conditions(uid).map(|v| v.into_iter().collect()))
     }
 
     /// Pods whose inspection failed and will be inspected again at the next relist.
     fn pods_to_reinspect(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        self.check()?;
-        let pleg = self.inner.clone();
+        let pleg = self.inner.checked()?;
         Ok(lifecycle::detach(py, || pleg.pods_to_reinspect())?)
     }
 
     /// Queues a pod for inspection at the next relist even if it did not change (Go's tests write
     /// `podsToReinspect`; with `pod_sync_on_reinspect` this is Era C's `RequestReinspect`).
     fn request_reinspect(&self, py: Python<'_>, uid: &str) -> PyResult<()> {
-        self.check()?;
-        let pleg = self.inner.clone();
+        let pleg = self.inner.checked()?;
         Ok(lifecycle::detach(py, || pleg.request_reinspect(uid))?)
     }
 
@@ -341,8 +320,7 @@ impl PyGenericPLEG {
     /// with the clock's time. Returns False when nothing was queued: the option is off (nothing happens, as
     /// with the gate off) or the queue holds 200 requests already (dropped, counted in `stats()`).
     fn request_relist(&self, py: Python<'_>, uid: &str) -> PyResult<bool> {
-        self.check()?;
-        let pleg = self.inner.clone();
+        let pleg = self.inner.checked()?;
         Ok(lifecycle::detach(py, || pleg.request_relist(uid))?)
     }
 
@@ -353,11 +331,10 @@ impl PyGenericPLEG {
     /// driving the loop step by step on a fake clock while it is not started; a stopped PLEG's first pass
     /// relists, as `start()` does.
     fn loop_iteration(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
-        self.check()?;
-        if self.inner.running() {
+        let pleg = self.inner.checked()?;
+        if pleg.running() {
             return Err(PyRuntimeError::new_err("loop_iteration() while the loop started by start() runs"));
         }
-        let pleg = self.inner.clone();
         Ok(match lifecycle::detach(py, || pleg.loop_iteration())? {
             LoopStep::Relisted => Some("relist"),
             LoopStep::PodRelisted => Some("relist_pod"),
@@ -368,58 +345,52 @@ impl PyGenericPLEG {
 
     /// `Update`: a new period and threshold (seconds), used from the next wait of the loop.
     fn update(&self, relist_period: &Bound<'_, PyAny>, relist_threshold: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.check()?;
+        let pleg = self.inner.checked()?;
         let period = seconds_arg(relist_period, "relist_period", true)?;
         let threshold = seconds_arg(relist_threshold, "relist_threshold", false)?;
-        self.inner.update(RelistDuration { period, threshold });
+        pleg.update(RelistDuration { period, threshold });
         Ok(())
     }
 
     #[getter]
     fn relist_period(&self) -> PyResult<f64> {
-        self.check()?;
-        Ok(ns_to_seconds(self.inner.duration().period))
+        Ok(ns_to_seconds(self.inner.checked()?.duration().period))
     }
 
     #[getter]
     fn relist_threshold(&self) -> PyResult<f64> {
-        self.check()?;
-        Ok(ns_to_seconds(self.inner.duration().threshold))
+        Ok(ns_to_seconds(self.inner.checked()?.duration().threshold))
     }
 
     /// When the last successful relist started, None before the first.
     #[getter]
     fn relist_time<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, pyo3::types::PyDateTime>>> {
-        self.check()?;
-        self.inner.relist_time().map(|t| to_datetime(py, t)).transpose()
+        self.inner.checked()?.relist_time().map(|t| to_datetime(py, t)).transpose()
     }
 
     #[getter]
     fn cache(&self, py: Python<'_>) -> PyResult<Py<PyPodCache>> {
-        self.check()?;
+        self.inner.checked()?;
         Ok(self.cache.clone_ref(py))
     }
 
     /// The last error of a relist run by the background loop, as text.
     #[getter]
     fn last_error(&self) -> PyResult<Option<String>> {
-        self.check()?;
-        Ok(self.inner.last_error())
+        Ok(self.inner.checked()?.last_error())
     }
 
     /// Counters: relists, failures, durations on the clock (seconds), events sent and dropped, inspections,
     /// inspection errors and timeouts, reinspections, on-demand pod relists and their failures, relist
     /// requests queued, skipped and dropped, running pods and containers by state.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.check()?;
-        to_dict(py, &self.inner.stats())
+        to_dict(py, &self.inner.checked()?.stats())
     }
 
     /// For the exit hook: stops the loop and waits up to `timeout` seconds for it to end. A PLEG holds
     /// nothing to deliver.
     fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (&'static str, u64) {
-        if !lifecycle::is_forked(self.generation) {
-            let pleg = &self.inner;
+        if let Some(pleg) = self.inner.unforked() {
             pleg.signal_stop();
             let wait = Duration::try_from_secs_f64(timeout).unwrap_or_default();
             lifecycle::detach(py, || pleg.wait_stopped(Some(wait)));
@@ -428,27 +399,22 @@ impl PyGenericPLEG {
     }
 
     fn __repr__(&self) -> String {
-        if lifecycle::is_forked(self.generation) {
-            return forked_repr("GenericPLEG");
-        }
-        let d = self.inner.duration();
-        format!(
-            "GenericPLEG(relist_period={}s, relist_threshold={}s)",
-            ns_to_seconds(d.period),
-            ns_to_seconds(d.threshold)
-        )
+        self.inner.repr(|pleg| {
+            let d = pleg.duration();
+            format!(
+                "GenericPLEG(relist_period={}s, relist_threshold={}s)",
+                ns_to_seconds(d.period),
+                ns_to_seconds(d.threshold)
+            )
+        })
     }
 }
 
 impl Drop for PyGenericPLEG {
     fn drop(&mut self) {
-        if lifecycle::is_forked(self.generation) {
-            // Its threads and the locks they held stayed in the parent: the child leaves it be.
-            std::mem::forget(self.inner.clone());
-        } else {
-            // No wait here: the loop may be waiting for the GIL this thread holds.
-            self.inner.signal_stop();
+        // No wait here: the loop may be waiting for the GIL this thread holds.
+        if let Some(pleg) = self.inner.unforked() {
+            pleg.signal_stop();
         }
     }
 }
-

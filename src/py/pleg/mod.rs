@@ -1,10 +1,13 @@
 //! `kubevents.pleg`: the PLEG's pods, statuses, cache, channel and PLEG classes, one file per core module.
 
+use std::sync::Arc;
+
 use pyo3::exceptions::{PyException, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::errors::external;
+use super::lifecycle;
 use crate::error::Error;
 use crate::pleg::generic::Abort;
 
@@ -43,7 +46,7 @@ fn raise_kept(py: Python<'_>, e: &Error) -> PyErr {
 }
 
 /// The `KeyboardInterrupt` or `SystemExit` a loop kept, raised once.
-fn raise_abort(py: Python<'_>, kept: Option<std::sync::Arc<Error>>) -> PyResult<()> {
+fn raise_abort(py: Python<'_>, kept: Option<Arc<Error>>) -> PyResult<()> {
     kept.map_or(Ok(()), |e| Err(raise_kept(py, &e)))
 }
 
@@ -60,10 +63,49 @@ fn to_dict<'py, T: serde::Serialize>(py: Python<'py>, v: &T) -> PyResult<Bound<'
     Ok(pythonize::pythonize(py, v)?)
 }
 
-/// What a PLEG object made before `os.fork()` says in the child, where its locks may be held for good by
-/// threads that did not come along.
-fn forked_repr(what: &str) -> String {
-    format!("{what}(created before os.fork(): unusable in this process)")
+/// A core object shared with the core's threads. In a child forked after it was made those threads are gone
+/// and the locks they held may stay held: using it raises, and dropping it leaves it be.
+struct Owned<T> {
+    inner: Arc<T>,
+    generation: u64,
+    what: &'static str,
+}
+
+impl<T> Owned<T> {
+    fn new(inner: Arc<T>, what: &'static str) -> Self {
+        Owned { inner, generation: lifecycle::generation(), what }
+    }
+
+    /// The object, or `RuntimeError` in a forked child.
+    fn checked(&self) -> PyResult<&Arc<T>> {
+        lifecycle::check_not_forked(self.generation, self.what)?;
+        Ok(&self.inner)
+    }
+
+    /// The object, None in a forked child.
+    fn unforked(&self) -> Option<&Arc<T>> {
+        (!lifecycle::is_forked(self.generation)).then_some(&self.inner)
+    }
+
+    /// Another object of the same generation (a PLEG's channel).
+    fn part<U>(&self, inner: Arc<U>, what: &'static str) -> Owned<U> {
+        Owned { inner, generation: self.generation, what }
+    }
+
+    fn repr(&self, f: impl FnOnce(&T) -> String) -> String {
+        match self.unforked() {
+            Some(t) => f(t),
+            None => format!("{}(created before os.fork(): unusable in this process)", self.what),
+        }
+    }
+}
+
+impl<T> Drop for Owned<T> {
+    fn drop(&mut self) {
+        if self.unforked().is_none() {
+            std::mem::forget(self.inner.clone());
+        }
+    }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

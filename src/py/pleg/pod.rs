@@ -365,4 +365,3 @@ pub fn diff(
     let new = optional_pod(new_pod, "new_pod")?;
     Ok(crate::pleg::diff(old.as_ref(), new.as_ref()).into_iter().map(PyPodLifecycleEvent).collect())
 }
-
