@@ -1,12 +1,6 @@
 //! The kubelet's pod status cache (`kubecontainer.Cache`): the latest status (and inspection error) per pod,
-//! a global timestamp saying how fresh the whole cache is, and `GetNewerThan` waiters.
-//!
-//! The comparisons are Go's, asymmetric on purpose: an immediate answer needs data strictly newer than the
-//! asked time, while a notification fires when the triggering time is at least the asked time.
-//!
-//! Era C's `SetObservedTime` (the on-demand per-pod relist) marks one pod as fresh as of a time without
-//! touching its status. Its Go code was not available; it is treated as a per-pod `UpdateTime` with the same
-//! two comparisons, so that it answers waiters exactly as a global relist at that time would.
+//! a global timestamp saying how fresh the whole cache is, per-pod observed times (Era C's
+//! `SetObservedTime`), and `GetNewerThan` waiters. The comparisons are Go's (see docs/pleg.md).
 
 use crate::sync::lock;
 use std::collections::HashMap;
@@ -485,7 +479,10 @@ mod tests {
         assert_eq!(c.waiters(), 0);
         // Data newer than asked: answered in the first slice.
         c.set("p", Some(7), None, Time(6));
-        let got = c.get_newer_than_with("p", Time(5), |ready| Ok::<_, ()>(assert!(ready(Duration::ZERO))));
+        let got = c.get_newer_than_with("p", Time(5), |ready| {
+            assert!(ready(Duration::ZERO));
+            Ok::<_, ()>(())
+        });
         assert_eq!(got.unwrap().and_then(|l| l.status().copied()), Some(7));
     }
 }

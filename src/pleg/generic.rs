@@ -1,14 +1,7 @@
 //! GenericPLEG (`pkg/kubelet/pleg/generic.go`, the v1.32–v1.35 version with watch conditions): relist the
 //! runtime, diff every pod against its last committed listing, inspect the pods that changed into the
-//! cache, and send the events without ever blocking.
-//!
-//! Era C (v1.36+, options): `RequestReinspect` with `PodSync`, and the on-demand per-pod relist
-//! (`RequestRelist`, `relistPod`) served by the relist loop between global relists.
-//!
-//! Beyond the kubelet (options, off by default): inspections of one relist can run in parallel with a bound
-//! (`inspect_concurrency`) and each can be given up on after `inspect_timeout`, so a hung runtime call no
-//! longer stalls the relist (kubernetes#94829, #139788). Pods are handled in pod UID order rather than Go's
-//! random map order.
+//! cache, and send the events without ever blocking. Era C's reinspection and on-demand per-pod relist, and
+//! parallel inspections with a timeout, are options (`PlegOptions`); see docs/pleg.md.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::ops::{Deref, DerefMut};
@@ -286,6 +279,18 @@ impl std::fmt::Display for Reentered {
 }
 
 impl std::error::Error for Reentered {}
+
+/// A call that would run a second relist loop beside the one `start` runs.
+#[derive(Debug)]
+pub struct LoopRunning(&'static str);
+
+impl std::fmt::Display for LoopRunning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} while the loop started by start() runs", self.0)
+    }
+}
+
+impl std::error::Error for LoopRunning {}
 
 /// The message of a given-up inspection: after `after`, or (None) not started because the previous
 /// relist's call for the pod has not returned.
@@ -786,6 +791,14 @@ impl<R: Runtime> GenericPleg<R> {
     /// priority), else one queued relist request, skipped when a global relist started after it was made.
     /// The timer is set `relist_period` after each relist it ran ends. The loop `start` runs is this plus a
     /// wait; call it directly (loop stopped) to drive the loop step by step on a fake clock.
+    /// `loop_iteration` for a caller driving the loop by hand: refused while the loop `start` ran runs.
+    pub fn step(&self) -> Result<LoopStep, Error> {
+        if self.running() {
+            return Err(Error::External(Box::new(LoopRunning("loop_iteration()"))));
+        }
+        self.loop_iteration()
+    }
+
     pub fn loop_iteration(&self) -> Result<LoopStep, Error> {
         let now = self.clock.now()?;
         let due = *lock(&self.relist_due);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::evented::{CriEvent, CriEventType, EventedOptions, EventedPleg};
 use super::generic::{is_abort, Abort, GenericPleg, Inspection, LoopStep, PlegOptions, Runtime, RELIST_QUEUE_CAPACITY};
-use super::pod::{BasicStatus, Container, ContainerState, Pod, PodLifecycleEvent, PodLifecycleEventType};
+use super::pod::{BasicStatus, Container, ContainerState, Pod, PodLifecycleEvent, PodLifecycleEventType, StatusFields};
 use super::records::PodRecords;
 use super::{EventChannel, Lookup, PodCache};
 use crate::clock::FakeClock;
@@ -58,7 +58,8 @@ impl Runtime for Arc<Fake> {
         if self.aborting.lock().unwrap().contains(&pod.id) {
             return Err(Abort(Error::Option(format!("interrupted at {}", pod.id))));
         }
-        let status = BasicStatus { id: pod.id.clone(), ips: self.ips.lock().unwrap().clone(), ..Default::default() };
+        let fields = StatusFields { ips: self.ips.lock().unwrap().clone(), ..Default::default() };
+        let status = BasicStatus { id: pod.id.clone(), fields };
         let err = self.failing.lock().unwrap().contains(&pod.id).then(|| "inspection error".to_owned());
         Ok(Inspection { status: Some(status), err, invalid: None })
     }
@@ -169,7 +170,7 @@ fn ips_survive_a_teardown() {
     fake.ips.lock().unwrap().clear();
     *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Exited)])];
     pleg.relist().unwrap();
-    assert_eq!(pleg.cache().get("a").status().unwrap().ips, ["10.0.0.1"]);
+    assert_eq!(pleg.cache().get("a").status().unwrap().fields.ips, ["10.0.0.1"]);
 }
 
 #[test]
@@ -292,8 +293,11 @@ fn a_stop_can_be_waited_for_a_while() {
     fake.release.store(true, Ordering::Relaxed);
     assert!(pleg.wait_stopped(None));
     assert!(pleg.start().unwrap() && pleg.running());
+    let refused = pleg.step().unwrap_err().to_string();
+    assert_eq!(refused, "loop_iteration() while the loop started by start() runs");
     pleg.stop();
     assert!(!pleg.running() && pleg.wait_stopped(Some(Duration::ZERO)));
+    assert!(pleg.step().is_ok());
 }
 
 #[test]
@@ -488,7 +492,8 @@ fn loop_serves_requests_between_relists() {
 }
 
 fn cri(kind: CriEventType, cid: &str, at: i64, sandbox: &str) -> CriEvent<BasicStatus> {
-    let status = BasicStatus { id: "p".into(), sandboxes: vec![(sandbox.into(), true)], ..Default::default() };
+    let fields = StatusFields { sandboxes: vec![sandbox.into()], sandbox_ready: true, ..Default::default() };
+    let status = BasicStatus { id: "p".into(), fields };
     CriEvent { container_id: cid.into(), pod_uid: Some("p".into()), kind, created_at: Time(at), status }
 }
 
@@ -529,9 +534,7 @@ fn evented_running_pod_count() {
     let evented = EventedPleg::new(generic, EventedOptions::default()).unwrap();
     let status = |pid: &str, running: bool| BasicStatus {
         id: pid.into(),
-        sandboxes: vec![(pid.into(), false)],
-        running: if running { vec![pid.into()] } else { vec![] },
-        ..Default::default()
+        fields: StatusFields { sandboxes: vec![pid.into()], sandbox_running: running, ..Default::default() },
     };
     let event = |pid: &str, at: i64, running: bool| CriEvent {
         container_id: pid.into(),

@@ -9,24 +9,16 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use super::pod::{same_str, string};
 use super::{aio, dict_get, Owned};
 use crate::pleg::cache::{Lookup, Waiter};
+use crate::pleg::pod::StatusFields;
 use crate::pleg::{PodCache, StatusView};
 use crate::py::clock::{timeout_arg, to_datetime, to_time};
 use crate::py::convert::type_name;
 use crate::py::lifecycle;
 use crate::time::Time;
 
-struct StatusInner {
-    obj: Py<PyAny>,
-    ips: Vec<String>,
-    ready: bool,
-    sandboxes: Vec<String>,
-    timestamp: Option<Time>,
-    sandbox_running: bool,
-}
-
 /// A status dict with the fields the PLEG reads parsed once.
 #[derive(Clone)]
-pub struct PyStatus(Arc<StatusInner>);
+pub struct PyStatus(Arc<(Py<PyAny>, StatusFields)>);
 
 impl PyStatus {
     /// Reads `ips`, `sandbox_statuses` (`id`, `state` SANDBOX_READY / SANDBOX_NOTREADY), `timestamp`, and the
@@ -46,7 +38,7 @@ impl PyStatus {
                 .map(|(i, x)| string(&x?, &|| format!("{path}.ips[{i}]")))
                 .collect::<PyResult<_>>()?,
         };
-        let mut ready = false;
+        let mut sandbox_ready = false;
         let mut sandboxes = Vec::new();
         if let Some(l) = dict_get(d, "sandbox_statuses")? {
             let it = l.try_iter().map_err(|_| {
@@ -67,7 +59,7 @@ impl PyStatus {
                 match dict_get(sd, "state")? {
                     None => {}
                     Some(st) => match string(&st, &|| format!("{p}.state"))?.as_str() {
-                        "SANDBOX_READY" => ready = true,
+                        "SANDBOX_READY" => sandbox_ready = true,
                         "SANDBOX_NOTREADY" => {}
                         other => {
                             return Err(PyValueError::new_err(format!(
@@ -81,64 +73,42 @@ impl PyStatus {
         let timestamp = dict_get(d, "timestamp")?.map(|t| to_time(&t, &format!("{path}.timestamp"))).transpose()?;
         // `getPodSandboxState`: only the container status carrying the first sandbox's id matters.
         let mut sandbox_running = false;
-        if let Some(first) = sandboxes.first() {
-            if let Some(l) = dict_get(d, "container_statuses")? {
-                for c in l.try_iter()? {
-                    let c = c?;
-                    let Ok(cd) = c.cast::<PyDict>() else { continue };
-                    let is_sandbox = dict_get(cd, "id")?.is_some_and(|id| same_str(&id, first));
-                    if is_sandbox && dict_get(cd, "state")?.is_some_and(|st| same_str(&st, "running")) {
-                        sandbox_running = true;
-                    }
+        if let (Some(first), Some(l)) = (sandboxes.first(), dict_get(d, "container_statuses")?) {
+            for c in l.try_iter()? {
+                let c = c?;
+                let Ok(cd) = c.cast::<PyDict>() else { continue };
+                let is_sandbox = dict_get(cd, "id")?.is_some_and(|id| same_str(&id, first));
+                if is_sandbox && dict_get(cd, "state")?.is_some_and(|st| same_str(&st, "running")) {
+                    sandbox_running = true;
                 }
             }
         }
-        let obj = v.clone().unbind();
-        Ok(PyStatus(Arc::new(StatusInner { obj, ips, ready, sandboxes, timestamp, sandbox_running })))
+        let fields = StatusFields { ips, sandboxes, sandbox_ready, timestamp, sandbox_running };
+        Ok(PyStatus(Arc::new((v.clone().unbind(), fields))))
     }
 
     pub(super) fn object<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        self.0.obj.bind(py).clone()
+        self.0 .0.bind(py).clone()
     }
 }
 
 impl StatusView for PyStatus {
-    fn ips(&self) -> &[String] {
-        &self.0.ips
+    fn fields(&self) -> &StatusFields {
+        &self.0 .1
     }
-    fn has_ready_sandbox(&self) -> bool {
-        self.0.ready
-    }
-    fn has_sandbox(&self, id: &str) -> bool {
-        self.0.sandboxes.iter().any(|s| s == id)
-    }
-    fn timestamp(&self) -> Option<Time> {
-        self.0.timestamp
-    }
-    fn has_sandboxes(&self) -> bool {
-        !self.0.sandboxes.is_empty()
-    }
-    fn sandbox_running(&self) -> bool {
-        self.0.sandbox_running
-    }
+
     /// A shallow copy of the dict with the other IPs: the caller's dict is left alone.
     fn with_ips(&self, ips: Vec<String>) -> Self {
-        let obj = lifecycle::attach(|py| {
+        let (obj, fields) = &*self.0;
+        let copy = lifecycle::attach(|py| {
             let copy = || -> PyResult<Py<PyAny>> {
-                let d = self.0.obj.bind(py).cast::<PyDict>()?.copy()?;
+                let d = obj.bind(py).cast::<PyDict>()?.copy()?;
                 d.set_item("ips", PyList::new(py, &ips)?)?;
                 Ok(d.into_any().unbind())
             };
-            copy().unwrap_or_else(|_| self.0.obj.clone_ref(py))
+            copy().unwrap_or_else(|_| obj.clone_ref(py))
         });
-        PyStatus(Arc::new(StatusInner {
-            obj,
-            ips,
-            ready: self.0.ready,
-            sandboxes: self.0.sandboxes.clone(),
-            timestamp: self.0.timestamp,
-            sandbox_running: self.0.sandbox_running,
-        }))
+        PyStatus(Arc::new((copy, StatusFields { ips, ..fields.clone() })))
     }
 }
 

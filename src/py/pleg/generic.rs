@@ -332,10 +332,7 @@ impl PyGenericPLEG {
     /// relists, as `start()` does.
     fn loop_iteration(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
         let pleg = self.inner.checked()?;
-        if pleg.running() {
-            return Err(PyRuntimeError::new_err("loop_iteration() while the loop started by start() runs"));
-        }
-        Ok(match lifecycle::detach(py, || pleg.loop_iteration())? {
+        Ok(match lifecycle::detach(py, || pleg.step())? {
             LoopStep::Relisted => Some("relist"),
             LoopStep::PodRelisted => Some("relist_pod"),
             LoopStep::Skipped => Some("skipped"),
