@@ -89,15 +89,19 @@ impl PodLifecycleEventType {
         }
     }
 
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        Ok(match s {
             "ContainerStarted" => PodLifecycleEventType::ContainerStarted,
             "ContainerDied" => PodLifecycleEventType::ContainerDied,
             "ContainerRemoved" => PodLifecycleEventType::ContainerRemoved,
             "ContainerChanged" => PodLifecycleEventType::ContainerChanged,
             "PodSync" => PodLifecycleEventType::PodSync,
             "ConditionMet" => PodLifecycleEventType::ConditionMet,
-            _ => return None,
+            other => {
+                let expected = "(expected ContainerStarted, ContainerDied, ContainerRemoved, ContainerChanged, \
+                                PodSync or ConditionMet)";
+                return Err(Error::value("type", format!("unknown event type {other:?} {expected}")));
+            }
         })
     }
 }

@@ -591,3 +591,19 @@ fn stats_serialize_as_python_gets_them() {
         )
     );
 }
+
+#[test]
+fn event_types_parse_or_say_what_is_expected() {
+    assert_eq!(PodLifecycleEventType::parse("PodSync").unwrap(), PodSync);
+    assert_eq!(
+        PodLifecycleEventType::parse("Nope").unwrap_err().to_string(),
+        "type: unknown event type \"Nope\" (expected ContainerStarted, ContainerDied, ContainerRemoved, \
+         ContainerChanged, PodSync or ConditionMet)"
+    );
+    assert_eq!(CriEventType::parse("CONTAINER_STOPPED_EVENT").unwrap(), CriEventType::Stopped);
+    assert_eq!(CriEventType::parse("1").unwrap(), CriEventType::Started);
+    assert_eq!(
+        CriEventType::parse("PAUSED").unwrap_err().to_string(),
+        "type: unknown container event type \"PAUSED\" (expected CREATED, STARTED, STOPPED or DELETED)"
+    );
+}

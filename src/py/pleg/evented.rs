@@ -31,11 +31,7 @@ fn cri_event_from_py(v: &Bound<'_, PyAny>, path: &str) -> PyResult<CriEvent<PySt
     let t = need("type")?;
     let type_text =
         if let Ok(n) = t.extract::<i64>() { n.to_string() } else { string(&t, &|| format!("{path}.type"))? };
-    let kind = CriEventType::parse(&type_text).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "{path}.type: unknown container event type {type_text:?} (expected CREATED, STARTED, STOPPED or DELETED)"
-        ))
-    })?;
+    let kind = CriEventType::parse(&type_text).map_err(|e| PyValueError::new_err(format!("{path}.{e}")))?;
     let created = need("created_at")?;
     let created_at = created.extract::<i64>().map(Time).map_err(|_| {
         PyTypeError::new_err(format!("{path}.created_at: expected int nanoseconds, got {}", type_name(&created)))

@@ -321,13 +321,7 @@ impl PyPodLifecycleEvent {
     #[new]
     #[pyo3(signature = (id, r#type, data=None))]
     fn new(id: String, r#type: &str, data: Option<String>) -> PyResult<Self> {
-        let kind = PodLifecycleEventType::parse(r#type).ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "type: unknown event type {type:?} (expected ContainerStarted, ContainerDied, ContainerRemoved, \
-                 ContainerChanged, PodSync or ConditionMet)"
-            ))
-        })?;
-        Ok(PyPodLifecycleEvent(PodLifecycleEvent { id, kind, data }))
+        Ok(PyPodLifecycleEvent(PodLifecycleEvent { id, kind: PodLifecycleEventType::parse(r#type)?, data }))
     }
 
     #[getter]
