@@ -39,25 +39,20 @@ fn strip_field(e: &Error) -> String {
 }
 
 fn container(c: &Bound<'_, PyAny>, path: PathFn<'_>) -> PyResult<Container> {
-    if let Ok(t) = c.cast::<PyTuple>() {
+    let (id, st) = if let Ok(t) = c.cast::<PyTuple>() {
         if t.len() != 2 {
             return Err(PyTypeError::new_err(format!("{}: expected (id, state), got a {}-tuple", path(), t.len())));
         }
-        return Ok(Container {
-            id: string(&t.get_item(0)?, &|| format!("{}.id", path()))?,
-            state: state(&t.get_item(1)?, &|| format!("{}.state", path()))?,
-        });
-    }
-    if let Ok(d) = c.cast::<PyDict>() {
-        let id = dict_get(d, "id")?.ok_or_else(|| PyValueError::new_err(format!("{}: missing \"id\"", path())))?;
-        let st =
-            dict_get(d, "state")?.ok_or_else(|| PyValueError::new_err(format!("{}: missing \"state\"", path())))?;
-        return Ok(Container {
-            id: string(&id, &|| format!("{}.id", path()))?,
-            state: state(&st, &|| format!("{}.state", path()))?,
-        });
-    }
-    Err(PyTypeError::new_err(format!("{}: expected a dict or an (id, state) tuple, got {}", path(), type_name(c))))
+        (t.get_item(0)?, t.get_item(1)?)
+    } else if let Ok(d) = c.cast::<PyDict>() {
+        let need = |k: &str| dict_get(d, k)?.ok_or_else(|| PyValueError::new_err(format!("{}: missing {k:?}", path())));
+        (need("id")?, need("state")?)
+    } else {
+        let msg = format!("{}: expected a dict or an (id, state) tuple, got {}", path(), type_name(c));
+        return Err(PyTypeError::new_err(msg));
+    };
+    let id = string(&id, &|| format!("{}.id", path()))?;
+    Ok(Container { id, state: state(&st, &|| format!("{}.state", path()))? })
 }
 
 fn containers(v: Option<Bound<'_, PyAny>>, path: PathFn<'_>) -> PyResult<Vec<Container>> {
