@@ -140,14 +140,6 @@ fn lookup_to_py<'py>(py: Python<'py>, uid: &str, l: &Lookup<PyStatus, PyErrValue
     PyTuple::new(py, [status, err])
 }
 
-fn optional_time(t: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Time> {
-    match t {
-        Some(v) if !v.is_none() => to_time(v, what),
-        // Go's zero time.Time: older than any real instant.
-        _ => Ok(Time(i64::MIN)),
-    }
-}
-
 /// The pod status cache (`kubecontainer.Cache`): the latest status and inspection error per pod, a global
 /// timestamp, and waiters for fresh data.
 #[pyclass(module = "kubevents.pleg", name = "PodCache", frozen)]
@@ -186,9 +178,10 @@ impl PyPodCache {
         timestamp: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let cache = self.inner.checked()?;
-        let status = status.filter(|s| !s.is_none()).map(|s| PyStatus::from_py(s, "status")).transpose()?;
-        let err = error.filter(|e| !e.is_none()).map(|e| PyErrValue(Arc::new(e.clone().unbind())));
-        let ts = optional_time(timestamp, "timestamp")?;
+        let status = status.map(|s| PyStatus::from_py(s, "status")).transpose()?;
+        let err = error.map(|e| PyErrValue(Arc::new(e.clone().unbind())));
+        // None is Go's zero time.Time: older than any real instant.
+        let ts = timestamp.map(|t| to_time(t, "timestamp")).transpose()?.unwrap_or(Time(i64::MIN));
         Ok(lifecycle::detach(py, || cache.set(uid, status, err, ts)))
     }
 

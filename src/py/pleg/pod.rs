@@ -298,13 +298,6 @@ impl PyPodList {
     }
 }
 
-fn optional_pod(v: Option<&Bound<'_, PyAny>>, path: &str) -> PyResult<Option<Pod>> {
-    match v {
-        Some(p) if !p.is_none() => pod_from_py(p, &|| path.to_owned()).map(Some),
-        _ => Ok(None),
-    }
-}
-
 /// `PodLifecycleEvent`: `id` is the pod UID, `type` the event type, `data` the container id (None for
 /// `PodSync` and `ConditionMet`).
 #[pyclass(module = "kubevents.pleg", name = "PodLifecycleEvent", frozen, eq, hash)]
@@ -350,7 +343,7 @@ pub fn diff(
     old_pod: Option<&Bound<'_, PyAny>>,
     new_pod: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Vec<PyPodLifecycleEvent>> {
-    let old = optional_pod(old_pod, "old_pod")?;
-    let new = optional_pod(new_pod, "new_pod")?;
+    let old = old_pod.map(|p| pod_from_py(p, &|| "old_pod".into())).transpose()?;
+    let new = new_pod.map(|p| pod_from_py(p, &|| "new_pod".into())).transpose()?;
     Ok(crate::pleg::diff(old.as_ref(), new.as_ref()).into_iter().map(PyPodLifecycleEvent).collect())
 }
