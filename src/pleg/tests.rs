@@ -607,3 +607,14 @@ fn event_types_parse_or_say_what_is_expected() {
         "type: unknown container event type \"PAUSED\" (expected CREATED, STARTED, STOPPED or DELETED)"
     );
 }
+
+#[test]
+fn a_pod_serializes_as_the_runtime_pod_dict() {
+    let mut p = pod("u", &[("c", Running), ("d", Unknown)]);
+    p.name = "web".into();
+    p.sandboxes = vec![Container::new("s", Exited)];
+    assert_eq!(
+        serde_json::to_string(&p).unwrap(),
+        r#"{"id":"u","name":"web","namespace":"","containers":[{"id":"c","state":"running"},{"id":"d","state":"unknown"}],"sandboxes":[{"id":"s","state":"exited"}]}"#
+    );
+}

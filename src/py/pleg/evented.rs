@@ -12,7 +12,7 @@ use super::cache::PyStatus;
 use super::channel::PyEventChannel;
 use super::generic::{PyGenericPLEG, PyRuntime};
 use super::pod::string;
-use super::{dict_get, raise_abort, runtime_err, to_dict, Owned};
+use super::{dict_get, raise_abort, runtime_err, to_py, Owned};
 use crate::error::Error;
 use crate::pleg::evented::{ContainerEventSource, CriEvent, CriEventType, EventedOptions, EventedPleg};
 use crate::py::clock::seconds_arg;
@@ -200,7 +200,7 @@ impl PyEventedPLEG {
     /// stream failures; whether it fell back to generic relisting; running pods (`kubelet_running_pods`).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let evented = self.inner.checked()?;
-        to_dict(py, &evented.stats())
+        to_py(py, &evented.stats())
     }
 
     /// For the exit hook: stops it and waits up to `timeout` seconds for its threads to end (the event

@@ -10,8 +10,8 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 
 use super::cache::{PyErrValue, PyPodCache, PyStatus};
 use super::channel::PyEventChannel;
-use super::pod::{pod_to_py, pods_from_py, shared_pod};
-use super::{py_err_in, raise_abort, runtime_err, to_dict, Owned};
+use super::pod::{pods_from_py, shared_pod};
+use super::{py_err_in, raise_abort, runtime_err, to_py, Owned};
 use crate::error::Error;
 use crate::pleg::generic::{Abort, Condition, GenericPleg, Inspection, LoopStep, PlegOptions, RelistDuration, Runtime};
 use crate::pleg::records::PodRecords;
@@ -63,7 +63,7 @@ impl Runtime for PyRuntime {
             }
         };
         lifecycle::attach(|py| {
-            let arg = match pod_to_py(py, pod) {
+            let arg = match to_py(py, pod) {
                 Ok(a) => a,
                 Err(e) => return failed(py, e),
             };
@@ -381,7 +381,7 @@ impl PyGenericPLEG {
     /// inspection errors and timeouts, reinspections, on-demand pod relists and their failures, relist
     /// requests queued, skipped and dropped, running pods and containers by state.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_dict(py, &self.inner.checked()?.stats())
+        to_py(py, &self.inner.checked()?.stats())
     }
 
     /// For the exit hook: stops the loop and waits up to `timeout` seconds for it to end. A PLEG holds

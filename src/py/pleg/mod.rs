@@ -37,17 +37,10 @@ fn py_err_in(e: &Error) -> Option<&PyErr> {
     }
 }
 
-/// A core error the core keeps (shared), raised again.
-fn raise_kept(py: Python<'_>, e: &Error) -> PyErr {
-    match py_err_in(e) {
-        Some(p) => p.clone_ref(py),
-        None => PyRuntimeError::new_err(e.to_string()),
-    }
-}
-
-/// The `KeyboardInterrupt` or `SystemExit` a loop kept, raised once.
+/// The `KeyboardInterrupt` or `SystemExit` a loop kept (shared), raised once.
 fn raise_abort(py: Python<'_>, kept: Option<Arc<Error>>) -> PyResult<()> {
-    kept.map_or(Ok(()), |e| Err(raise_kept(py, &e)))
+    let Some(e) = kept else { return Ok(()) };
+    Err(py_err_in(&e).map_or_else(|| PyRuntimeError::new_err(e.to_string()), |p| p.clone_ref(py)))
 }
 
 fn dict_get<'py>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
@@ -58,8 +51,8 @@ fn aio(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     py.import("kubevents._pleg_aio")
 }
 
-/// A core struct as a dict (stats).
-fn to_dict<'py, T: serde::Serialize>(py: Python<'py>, v: &T) -> PyResult<Bound<'py, PyAny>> {
+/// A core struct as Python data (dicts, lists).
+fn to_py<'py, T: serde::Serialize>(py: Python<'py>, v: &T) -> PyResult<Bound<'py, PyAny>> {
     Ok(pythonize::pythonize(py, v)?)
 }
 

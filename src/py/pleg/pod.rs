@@ -192,10 +192,6 @@ pub(super) fn pods_from_py(v: &Bound<'_, PyAny>, known: &PodRecords) -> PyResult
     it.enumerate().map(|(i, p)| one(i, &p?)).collect()
 }
 
-pub(super) fn pod_to_py<'py>(py: Python<'py>, p: &Pod) -> PyResult<Bound<'py, PyAny>> {
-    super::to_dict(py, p)
-}
-
 /// A pod checked and converted once (states validated); pass it where a pod dict is accepted.
 #[pyclass(module = "kubevents.pleg", name = "Pod", frozen)]
 pub struct PyPod(pub(super) Arc<Pod>);
@@ -238,18 +234,18 @@ impl PyPod {
     /// The containers as `{"id", "state"}` dicts.
     #[getter]
     fn containers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        super::to_dict(py, &self.0.containers)
+        super::to_py(py, &self.0.containers)
     }
 
     /// The sandboxes as `{"id", "state"}` dicts.
     #[getter]
     fn sandboxes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        super::to_dict(py, &self.0.sandboxes)
+        super::to_py(py, &self.0.sandboxes)
     }
 
     /// The pod as a dict.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        pod_to_py(py, &self.0)
+        super::to_py(py, &*self.0)
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
@@ -289,7 +285,7 @@ impl PyPodList {
 
     /// The pods as dicts.
     fn to_list<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let items = self.pods.iter().map(|p| pod_to_py(py, p)).collect::<PyResult<Vec<_>>>()?;
+        let items = self.pods.iter().map(|p| super::to_py(py, &**p)).collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, items)
     }
 
