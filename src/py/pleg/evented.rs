@@ -157,8 +157,7 @@ impl PyEventedPLEG {
             .enumerate()
             .map(|(i, e)| cri_event_from_py(&e?, &format!("events[{i}]")))
             .collect::<PyResult<Vec<_>>>()?;
-        let inner = evented.clone();
-        Ok(lifecycle::detach(py, || evs.into_iter().map(|e| inner.process_event(e)).sum()))
+        Ok(lifecycle::detach(py, || evs.into_iter().map(|e| evented.process_event(e)).sum()))
     }
 
     /// `(True, None)` unless the event channel is full. Raises, once, the `KeyboardInterrupt` or
