@@ -13,7 +13,8 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use kubevents::clock::FakeClock;
 use kubevents::error::Error;
 use kubevents::pleg::generic::{Abort, Inspection};
-use kubevents::pleg::pod::BasicStatus;
+use kubevents::pleg::pod::{BasicStatus, StatusFields};
+use kubevents::pleg::records::PodRecords;
 use kubevents::pleg::{
     diff_into, Container, ContainerState, EventChannel, GenericPleg, PlegOptions, Pod, PodCache, Runtime,
 };
@@ -73,15 +74,16 @@ struct Alternating {
 impl Runtime for Alternating {
     type Status = BasicStatus;
     type Error = String;
-    fn get_pods(&self) -> Result<Vec<Arc<Pod>>, Error> {
+    fn get_pods(&self, _: &PodRecords) -> Result<Vec<Arc<Pod>>, Error> {
         let f = self.flip.fetch_xor(true, Ordering::Relaxed);
         Ok(self.lists[usize::from(f)].clone())
     }
     fn get_pod_status(&self, pod: &Pod) -> Result<Inspection<BasicStatus, String>, Abort> {
-        let status = BasicStatus { id: pod.id.clone(), ips: vec!["10.0.0.1".into()], ..BasicStatus::default() };
+        let fields = StatusFields { ips: vec!["10.0.0.1".into()], ..StatusFields::default() };
+        let status = BasicStatus { id: pod.id.clone(), fields };
         Ok(Inspection { status: Some(status), err: None, invalid: None })
     }
-    fn timeout_error(&self, _: &Pod, _: Duration, _: bool) -> String {
+    fn timeout_error(&self, _: String) -> String {
         "timeout".into()
     }
 }

@@ -1,12 +1,6 @@
 //! The kubelet's pod status cache (`kubecontainer.Cache`): the latest status (and inspection error) per pod,
-//! a global timestamp saying how fresh the whole cache is, and `GetNewerThan` waiters.
-//!
-//! The comparisons are Go's, asymmetric on purpose: an immediate answer needs data strictly newer than the
-//! asked time, while a notification fires when the triggering time is at least the asked time.
-//!
-//! Era C's `SetObservedTime` (the on-demand per-pod relist) marks one pod as fresh as of a time without
-//! touching its status. Its Go code was not available; it is treated as a per-pod `UpdateTime` with the same
-//! two comparisons, so that it answers waiters exactly as a global relist at that time would.
+//! a global timestamp saying how fresh the whole cache is, per-pod observed times (Era C's
+//! `SetObservedTime`), and `GetNewerThan` waiters. The comparisons are Go's (see docs/pleg.md).
 
 use crate::sync::lock;
 use std::collections::HashMap;
@@ -257,22 +251,52 @@ impl<S, E> PodCache<S, E> {
     }
 
     /// `GetNewerThan` with an optional timeout: None when it ran out.
-    pub fn get_newer_than(&self, id: &str, min: Time, timeout: Option<Duration>) -> Option<Lookup<S, E>> {
-        let slot = self.subscribe_slot(id, min);
-        let got = match timeout {
-            Some(t) => slot.wait(t),
-            None => loop {
-                if let Some(v) = slot.wait(Duration::from_secs(3600)) {
-                    break Some(v);
+    pub fn get_newer_than(&self, id: &str, min: Time, timeout: Option<Duration>) -> Option<Lookup<S, E>>
+    where
+        S: Send + Sync,
+        E: Send + Sync,
+    {
+        let waited = self.get_newer_than_with(id, min, |ready| {
+            match timeout {
+                Some(t) => {
+                    ready(t);
                 }
-            },
-        };
-        if got.is_none() {
-            self.unsubscribe(id, &slot);
-            // A delivery may have raced the timeout.
-            return slot.wait(Duration::ZERO);
+                None => while !ready(Duration::from_secs(3600)) {},
+            }
+            Ok::<_, std::convert::Infallible>(())
+        });
+        match waited {
+            Ok(v) => v,
+            Err(never) => match never {},
         }
-        got
+    }
+
+    /// `GetNewerThan`, the waiting left to `wait`: it calls `ready(slice)` (a wait of at most `slice`, true
+    /// once the data came) until it is true or it gives up (its error is returned). A waiter given up on is
+    /// removed; None when no data came.
+    pub fn get_newer_than_with<X>(
+        &self,
+        id: &str,
+        min: Time,
+        wait: impl FnOnce(&mut (dyn FnMut(Duration) -> bool + Send)) -> Result<(), X>,
+    ) -> Result<Option<Lookup<S, E>>, X>
+    where
+        S: Send + Sync,
+        E: Send + Sync,
+    {
+        let slot = self.subscribe_slot(id, min);
+        let mut got = None;
+        let waited = wait(&mut |slice| {
+            got = slot.wait(slice);
+            got.is_some()
+        });
+        if got.is_some() {
+            return Ok(got);
+        }
+        self.unsubscribe(id, &slot);
+        waited?;
+        // A delivery may have raced the end of the wait.
+        Ok(slot.wait(Duration::ZERO))
     }
 
     /// Number of waiters, for tests and stats.
@@ -436,5 +460,29 @@ mod tests {
         assert!(matches!(c.get_if_newer_than("m", Time(29)), Some(Lookup::Missing)));
         c.delete("m");
         assert_eq!(c.observed_time("m"), None);
+    }
+
+    #[test]
+    fn a_wait_given_up_leaves_no_waiter_and_returns_its_error() {
+        let c: PodCache<u32, ()> = PodCache::new(false);
+        let mut slices = 0;
+        let got = c.get_newer_than_with("p", Time(5), |ready| {
+            while !ready(Duration::from_millis(1)) {
+                slices += 1;
+                if slices == 3 {
+                    return Err("interrupted");
+                }
+            }
+            Ok(())
+        });
+        assert_eq!(got.err(), Some("interrupted"));
+        assert_eq!(c.waiters(), 0);
+        // Data newer than asked: answered in the first slice.
+        c.set("p", Some(7), None, Time(6));
+        let got = c.get_newer_than_with("p", Time(5), |ready| {
+            assert!(ready(Duration::ZERO));
+            Ok::<_, ()>(())
+        });
+        assert_eq!(got.unwrap().and_then(|l| l.status().copied()), Some(7));
     }
 }

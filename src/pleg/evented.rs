@@ -33,15 +33,18 @@ pub enum CriEventType {
 
 impl CriEventType {
     /// Accepts the CRI names (`CONTAINER_STARTED_EVENT`), their short forms (`STARTED`) and enum values 0–3.
-    pub fn parse(s: &str) -> Option<Self> {
-        let s = s.strip_prefix("CONTAINER_").unwrap_or(s);
+    pub fn parse(text: &str) -> Result<Self, Error> {
+        let s = text.strip_prefix("CONTAINER_").unwrap_or(text);
         let s = s.strip_suffix("_EVENT").unwrap_or(s);
-        Some(match s {
+        Ok(match s {
             "CREATED" | "0" => CriEventType::Created,
             "STARTED" | "1" => CriEventType::Started,
             "STOPPED" | "2" => CriEventType::Stopped,
             "DELETED" | "3" => CriEventType::Deleted,
-            _ => return None,
+            _ => {
+                let expected = "(expected CREATED, STARTED, STOPPED or DELETED)";
+                return Err(Error::value("type", format!("unknown container event type {text:?} {expected}")));
+            }
         })
     }
 }
@@ -84,7 +87,7 @@ pub trait ContainerEventSource<S>: Send + Sync + 'static {
     fn stream(&self, sink: &mut dyn FnMut(CriEvent<S>) -> bool) -> Result<(), Error>;
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct EventedStats {
     pub events_received: u64,
     pub events_ignored: u64,

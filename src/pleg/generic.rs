@@ -1,14 +1,7 @@
 //! GenericPLEG (`pkg/kubelet/pleg/generic.go`, the v1.32–v1.35 version with watch conditions): relist the
 //! runtime, diff every pod against its last committed listing, inspect the pods that changed into the
-//! cache, and send the events without ever blocking.
-//!
-//! Era C (v1.36+, options): `RequestReinspect` with `PodSync`, and the on-demand per-pod relist
-//! (`RequestRelist`, `relistPod`) served by the relist loop between global relists.
-//!
-//! Beyond the kubelet (options, off by default): inspections of one relist can run in parallel with a bound
-//! (`inspect_concurrency`) and each can be given up on after `inspect_timeout`, so a hung runtime call no
-//! longer stalls the relist (kubernetes#94829, #139788). Pods are handled in pod UID order rather than Go's
-//! random map order.
+//! cache, and send the events without ever blocking. Era C's reinspection and on-demand per-pod relist, and
+//! parallel inspections with a timeout, are options (`PlegOptions`); see docs/pleg.md.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::ops::{Deref, DerefMut};
@@ -18,8 +11,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use serde::{Serialize, Serializer};
+
 use super::cache::{Lookup, PodCache};
-use super::channel::EventChannel;
+use super::channel::{BoundedQueue, EventChannel};
 use super::diff::diff_into;
 use super::go_duration;
 use super::pod::{ContainerState, Pod, PodLifecycleEvent, PodLifecycleEventType, StatusView};
@@ -88,17 +83,18 @@ pub const INTERRUPT_CHECK: Duration = Duration::from_millis(50);
 pub trait Runtime: Send + Sync + 'static {
     type Status: StatusView;
     type Error: Clone + Send + Sync + 'static;
-    /// `GetPods(ctx, all=true)`. An error means nothing changes in this relist.
-    fn get_pods(&self) -> Result<Vec<Arc<Pod>>, Error>;
+    /// `GetPods(ctx, all=true)`. An error means nothing changes in this relist. `known` holds the latest
+    /// listing of every pod: a runtime converting its answer may return a known pod instead of an equal copy.
+    fn get_pods(&self, known: &PodRecords) -> Result<Vec<Arc<Pod>>, Error>;
     /// `GetPodStatus`. A failed inspection is `Inspection::err`; an `Abort` ends the relist.
     fn get_pod_status(&self, pod: &Pod) -> Result<Inspection<Self::Status, Self::Error>, Abort>;
     /// `GetPod`, for the on-demand relist: one pod's listing, None when the runtime has nothing of the pod. An
     /// error leaves the pod to the next global relist. By default the pod is picked out of a full listing.
     fn get_pod(&self, uid: &str) -> Result<Option<Arc<Pod>>, Error> {
-        Ok(self.get_pods()?.into_iter().find(|p| p.id == uid))
+        Ok(self.get_pods(&PodRecords::default())?.into_iter().find(|p| p.id == uid))
     }
-    /// The error stored for a pod whose inspection was given up on.
-    fn timeout_error(&self, pod: &Pod, after: Duration, still_running: bool) -> Self::Error;
+    /// The error stored for a pod whose inspection was given up on, saying `message`.
+    fn timeout_error(&self, message: String) -> Self::Error;
     /// Asked every `INTERRUPT_CHECK` while a relist waits for another thread: an `Abort` (Ctrl-C on the
     /// caller's thread) ends the wait and the relist.
     fn check_interrupt(&self) -> Result<(), Abort> {
@@ -162,17 +158,19 @@ struct Counters {
     pod_relists: AtomicU64,
     pod_relist_failures: AtomicU64,
     relist_requests_skipped: AtomicU64,
-    relist_requests_dropped: AtomicU64,
     running_pods: AtomicU64,
     running_containers: [AtomicU64; 4],
 }
 
-/// A snapshot of the counters. Durations are on the PLEG's clock, in nanoseconds.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// A snapshot of the counters. Durations are on the PLEG's clock, in nanoseconds (serialized as seconds, as
+/// `stats()` gives them).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Stats {
     pub relists: u64,
     pub relist_failures: u64,
+    #[serde(rename = "relist_duration_total", serialize_with = "seconds")]
     pub relist_duration_total_ns: u64,
+    #[serde(rename = "relist_duration_last", serialize_with = "seconds")]
     pub relist_duration_last_ns: u64,
     pub events_sent: u64,
     /// `pleg_discard_events`.
@@ -184,16 +182,26 @@ pub struct Stats {
     /// On-demand single-pod relists run, and those whose `GetPod` failed.
     pub pod_relists: u64,
     pub pod_relist_failures: u64,
+    /// Relist requests waiting for the loop.
+    pub relist_requests_queued: u64,
     /// Relist requests not served because a global relist started after they were made.
     pub relist_requests_skipped: u64,
     /// Relist requests dropped because the queue was full (the kubelet logs these).
     pub relist_requests_dropped: u64,
-    /// Relist requests waiting for the loop.
-    pub relist_requests_queued: u64,
     /// `kubelet_running_pods`: pods with a running sandbox in the last listing.
     pub running_pods: u64,
     /// `kubelet_running_containers` by state (created, running, exited, unknown) in the last listing.
+    #[serde(serialize_with = "by_state")]
     pub running_containers: [u64; 4],
+}
+
+fn seconds<S: Serializer>(ns: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(*ns as f64 / 1e9)
+}
+
+fn by_state<S: Serializer>(counts: &[u64; 4], s: S) -> Result<S::Ok, S::Error> {
+    let states = [ContainerState::Created, ContainerState::Running, ContainerState::Exited, ContainerState::Unknown];
+    s.collect_map(states.iter().map(|st| (st.as_str(), counts[state_index(*st)])))
 }
 
 fn state_index(s: ContainerState) -> usize {
@@ -272,6 +280,28 @@ impl std::fmt::Display for Reentered {
 
 impl std::error::Error for Reentered {}
 
+/// A call that would run a second relist loop beside the one `start` runs.
+#[derive(Debug)]
+pub struct LoopRunning(&'static str);
+
+impl std::fmt::Display for LoopRunning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} while the loop started by start() runs", self.0)
+    }
+}
+
+impl std::error::Error for LoopRunning {}
+
+/// The message of a given-up inspection: after `after`, or (None) not started because the previous
+/// relist's call for the pod has not returned.
+fn timeout_message(pod: &Pod, after: Option<Duration>) -> String {
+    let Pod { id, namespace, name, .. } = pod;
+    match after {
+        Some(after) => format!("inspection of pod {id} ({namespace}/{name}) did not return within {after:?}"),
+        None => format!("the previous inspection of pod {id} ({namespace}/{name}) has not returned yet"),
+    }
+}
+
 fn inc(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
@@ -280,55 +310,6 @@ fn inc(c: &AtomicU64) {
 struct RelistRequest {
     uid: String,
     at: Time,
-}
-
-/// Era C's `relistRequests`: a bounded FIFO the relist loop waits on (a request wakes it).
-#[derive(Default)]
-struct RelistQueue {
-    items: Mutex<VecDeque<RelistRequest>>,
-    cv: Condvar,
-}
-
-impl RelistQueue {
-    /// False when full (the request is dropped).
-    fn push(&self, req: RelistRequest) -> bool {
-        let mut items = lock(&self.items);
-        if items.len() >= RELIST_QUEUE_CAPACITY {
-            return false;
-        }
-        items.push_back(req);
-        self.cv.notify_all();
-        true
-    }
-
-    fn pop(&self) -> Option<RelistRequest> {
-        lock(&self.items).pop_front()
-    }
-
-    fn len(&self) -> usize {
-        lock(&self.items).len()
-    }
-
-    /// Wakes a `wait` to look at its stop signal again.
-    fn wake(&self) {
-        // Taken and released so that a waiter is either before its check of the signal or asleep.
-        drop(lock(&self.items));
-        self.cv.notify_all();
-    }
-
-    /// Waits until a request is queued or `clock` reads `deadline` (true), or `stop` is set or the clock
-    /// cannot be read (false). The clock is read outside the lock: it may be Python code, and a Python
-    /// thread holding the GIL may be pushing a request.
-    fn wait(&self, stop: &StopSignal, clock: &dyn Clock, deadline: Time) -> bool {
-        stop.sleep_until_or(clock, deadline, |d| {
-            let items = lock(&self.items);
-            let (items, _) = self
-                .cv
-                .wait_timeout_while(items, d, |q| q.is_empty() && !stop.is_stopped())
-                .unwrap_or_else(|e| e.into_inner());
-            !items.is_empty() || stop.is_stopped()
-        })
-    }
 }
 
 /// The relist lock around the relist state. A relist holds it throughout, runtime calls included, so taking
@@ -432,7 +413,8 @@ pub struct GenericPleg<R: Runtime> {
     /// The `Abort` that ended the loop, until `take_abort`.
     aborted: Mutex<Option<Arc<Error>>>,
     next_relist: Mutex<Option<Time>>,
-    requests: RelistQueue,
+    /// Era C's `relistRequests`, which the relist loop waits on.
+    requests: BoundedQueue<RelistRequest>,
     /// When the loop's global relist timer fires; None fires at once (Go's `NewTimer(0)` in `Start`).
     relist_due: Mutex<Option<Time>>,
 }
@@ -476,7 +458,7 @@ impl<R: Runtime> GenericPleg<R> {
             last_error: Mutex::new(None),
             aborted: Mutex::new(None),
             next_relist: Mutex::new(None),
-            requests: RelistQueue::default(),
+            requests: BoundedQueue::new(RELIST_QUEUE_CAPACITY),
             relist_due: Mutex::new(None),
         })
     }
@@ -577,7 +559,7 @@ impl<R: Runtime> GenericPleg<R> {
             pod_relists: g(&c.pod_relists),
             pod_relist_failures: g(&c.pod_relist_failures),
             relist_requests_skipped: g(&c.relist_requests_skipped),
-            relist_requests_dropped: g(&c.relist_requests_dropped),
+            relist_requests_dropped: self.requests.dropped(),
             relist_requests_queued: self.requests.len() as u64,
             running_pods: g(&c.running_pods),
             running_containers: std::array::from_fn(|i| g(&c.running_containers[i])),
@@ -634,7 +616,7 @@ impl<R: Runtime> GenericPleg<R> {
     }
 
     fn relist_locked(&self, st: &mut RelistState, timestamp: Time) -> Result<(), Error> {
-        let pods = match self.runtime.get_pods() {
+        let pods = match self.runtime.get_pods(&st.records) {
             Ok(p) => p,
             Err(e) => {
                 inc(&self.counters.relist_failures);
@@ -761,11 +743,7 @@ impl<R: Runtime> GenericPleg<R> {
             return Ok(false);
         }
         let at = self.clock.now()?;
-        let queued = self.requests.push(RelistRequest { uid: uid.to_owned(), at });
-        if !queued {
-            inc(&self.counters.relist_requests_dropped);
-        }
-        Ok(queued)
+        Ok(self.requests.try_send(RelistRequest { uid: uid.to_owned(), at }))
     }
 
     /// `relistPod`: lists one pod (`GetPod`), reconciles its record as a relist would (events, reinspection,
@@ -813,6 +791,14 @@ impl<R: Runtime> GenericPleg<R> {
     /// priority), else one queued relist request, skipped when a global relist started after it was made.
     /// The timer is set `relist_period` after each relist it ran ends. The loop `start` runs is this plus a
     /// wait; call it directly (loop stopped) to drive the loop step by step on a fake clock.
+    /// `loop_iteration` for a caller driving the loop by hand: refused while the loop `start` ran runs.
+    pub fn step(&self) -> Result<LoopStep, Error> {
+        if self.running() {
+            return Err(Error::External(Box::new(LoopRunning("loop_iteration()"))));
+        }
+        self.loop_iteration()
+    }
+
     pub fn loop_iteration(&self) -> Result<LoopStep, Error> {
         let now = self.clock.now()?;
         let due = *lock(&self.relist_due);
@@ -822,7 +808,7 @@ impl<R: Runtime> GenericPleg<R> {
             *lock(&self.relist_due) = Some(end.add_nanos(self.duration().period));
             return result.map(|()| LoopStep::Relisted);
         }
-        let Some(req) = self.requests.pop() else { return Ok(LoopStep::Idle) };
+        let Some(req) = self.requests.try_recv() else { return Ok(LoopStep::Idle) };
         if self.relist_time().is_some_and(|t| req.at <= t) {
             inc(&self.counters.relist_requests_skipped);
             return Ok(LoopStep::Skipped);
@@ -886,7 +872,7 @@ impl<R: Runtime> GenericPleg<R> {
                     let at = clock.now().unwrap_or_default();
                     if !lock(&in_flight).insert(pod.id.clone()) {
                         // The previous relist's call for this pod is still hung: do not pile another on it.
-                        let err = runtime.timeout_error(&pod, Duration::ZERO, true);
+                        let err = runtime.timeout_error(timeout_message(&pod, None));
                         let ins = Inspection { status: None, err: Some(err), invalid: None };
                         if tx.send(Msg::Done(i, Ok(Inspected { inspection: ins, at }))).is_err() {
                             return;
@@ -948,8 +934,7 @@ impl<R: Runtime> GenericPleg<R> {
                         deadlines.remove(&i);
                         inc(&self.counters.inspection_timeouts);
                         let pod = pods[i].as_ref().expect("only pods are inspected");
-                        let after = self.options.inspect_timeout.unwrap_or_default();
-                        let err = self.runtime.timeout_error(pod, after, false);
+                        let err = self.runtime.timeout_error(timeout_message(pod, self.options.inspect_timeout));
                         let at = self.clock.now().unwrap_or_default();
                         results[i] = Some(Inspected {
                             inspection: Inspection { status: None, err: Some(err), invalid: None },
@@ -1163,7 +1148,7 @@ impl<R: Runtime> GenericPleg<R> {
                 let due = *lock(&me.relist_due);
                 *lock(&me.next_relist) = due;
                 // After an error too, so that a clock that cannot be read ends the loop instead of spinning it.
-                let go_on = me.requests.wait(&s, me.clock.as_ref(), due.unwrap_or(Time(i64::MIN)));
+                let go_on = me.requests.wait_until(&s, me.clock.as_ref(), due.unwrap_or(Time(i64::MIN)));
                 *lock(&me.next_relist) = None;
                 if !go_on {
                     return;

@@ -1,11 +1,11 @@
 //! The kubelet's pod lifecycle event generator (`pkg/kubelet/pleg`) and pod status cache
-//! (`pkg/kubelet/container/cache.go`), decision for decision.
+//! (`pkg/kubelet/container/cache.go`), decision for decision. Design notes: docs/pleg.md.
 //!
 //! * `pod`: runtime pods and containers as the relist sees them, and the lifecycle events.
 //! * `diff`: the pure old-vs-new comparison behind every relist (`generateEvents`).
 //! * `records`: the per-pod `old`/`current` snapshots (`podRecords`).
 //! * `cache`: the pod status cache with `GetNewerThan` waiters.
-//! * `channel`: the bounded event channel with non-blocking sends.
+//! * `channel`: the bounded queue with non-blocking sends (the event channel, the relist requests).
 //! * `generic`: GenericPLEG (relist, reinspection, watch conditions, health, the relist loop).
 //! * `evented`: EventedPLEG (CRI container events into the cache and the channel, stream fall-back).
 

@@ -2,11 +2,14 @@
 
 use std::fmt;
 
+use serde::Serialize;
+
 use crate::error::Error;
 use crate::time::Time;
 
 /// `kubecontainer.State`: what the runtime reports for a container or sandbox.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ContainerState {
     Created,
     Running,
@@ -41,7 +44,7 @@ impl ContainerState {
 
 /// A container or sandbox in a runtime listing. Go matches on the whole `ContainerID` (type and id); the
 /// type prefix is not modelled, so the id string alone identifies a container.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Container {
     pub id: String,
     pub state: ContainerState,
@@ -53,8 +56,8 @@ impl Container {
     }
 }
 
-/// A pod in a runtime listing.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// A pod in a runtime listing. Serialized as the runtime's pod dict.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Pod {
     pub id: String,
     pub name: String,
@@ -86,15 +89,19 @@ impl PodLifecycleEventType {
         }
     }
 
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        Ok(match s {
             "ContainerStarted" => PodLifecycleEventType::ContainerStarted,
             "ContainerDied" => PodLifecycleEventType::ContainerDied,
             "ContainerRemoved" => PodLifecycleEventType::ContainerRemoved,
             "ContainerChanged" => PodLifecycleEventType::ContainerChanged,
             "PodSync" => PodLifecycleEventType::PodSync,
             "ConditionMet" => PodLifecycleEventType::ConditionMet,
-            _ => return None,
+            other => {
+                let expected = "(expected ContainerStarted, ContainerDied, ContainerRemoved, ContainerChanged, \
+                                PodSync or ConditionMet)";
+                return Err(Error::value("type", format!("unknown event type {other:?} {expected}")));
+            }
         })
     }
 }
@@ -120,58 +127,60 @@ impl PodLifecycleEvent {
     }
 }
 
-/// What the PLEG reads from a pod status (`kubecontainer.PodStatus`); the status itself stays opaque so
-/// callers keep their own representation.
-pub trait StatusView: Clone + Send + Sync + 'static {
+/// What the PLEG reads of a pod status (`kubecontainer.PodStatus`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatusFields {
     /// The pod IPs.
-    fn ips(&self) -> &[String];
+    pub ips: Vec<String>,
+    /// The ids of the sandbox statuses.
+    pub sandboxes: Vec<String>,
     /// Whether any sandbox status is `SANDBOX_READY`.
-    fn has_ready_sandbox(&self) -> bool;
-    /// Whether a sandbox status has this id.
-    fn has_sandbox(&self, id: &str) -> bool;
+    pub sandbox_ready: bool,
     /// The runtime's timestamp for the status, if it gave one.
-    fn timestamp(&self) -> Option<Time>;
-    /// Whether there is any sandbox status at all.
-    fn has_sandboxes(&self) -> bool;
+    pub timestamp: Option<Time>,
     /// `getPodSandboxState == running`: the container status whose id is the first sandbox's is running.
-    fn sandbox_running(&self) -> bool;
+    pub sandbox_running: bool,
+}
+
+/// A pod status as the PLEG sees it; the status itself stays opaque so callers keep their own
+/// representation.
+pub trait StatusView: Clone + Send + Sync + 'static {
+    fn fields(&self) -> &StatusFields;
     /// The same status with other IPs.
     fn with_ips(&self, ips: Vec<String>) -> Self;
+
+    fn ips(&self) -> &[String] {
+        &self.fields().ips
+    }
+    fn has_ready_sandbox(&self) -> bool {
+        self.fields().sandbox_ready
+    }
+    fn has_sandbox(&self, id: &str) -> bool {
+        self.fields().sandboxes.iter().any(|s| s == id)
+    }
+    fn has_sandboxes(&self) -> bool {
+        !self.fields().sandboxes.is_empty()
+    }
+    fn timestamp(&self) -> Option<Time> {
+        self.fields().timestamp
+    }
+    fn sandbox_running(&self) -> bool {
+        self.fields().sandbox_running
+    }
 }
 
 /// A plain status for the Rust tests and benchmarks.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BasicStatus {
     pub id: String,
-    pub ips: Vec<String>,
-    /// (sandbox id, ready)
-    pub sandboxes: Vec<(String, bool)>,
-    pub timestamp: Option<Time>,
-    /// Ids of the running container statuses.
-    pub running: Vec<String>,
+    pub fields: StatusFields,
 }
 
 impl StatusView for BasicStatus {
-    fn ips(&self) -> &[String] {
-        &self.ips
-    }
-    fn has_ready_sandbox(&self) -> bool {
-        self.sandboxes.iter().any(|(_, ready)| *ready)
-    }
-    fn has_sandbox(&self, id: &str) -> bool {
-        self.sandboxes.iter().any(|(s, _)| s == id)
-    }
-    fn timestamp(&self) -> Option<Time> {
-        self.timestamp
-    }
-    fn has_sandboxes(&self) -> bool {
-        !self.sandboxes.is_empty()
-    }
-    fn sandbox_running(&self) -> bool {
-        let first = self.sandboxes.first().map_or("", |(id, _)| id.as_str());
-        self.running.iter().any(|c| c == first)
+    fn fields(&self) -> &StatusFields {
+        &self.fields
     }
     fn with_ips(&self, ips: Vec<String>) -> Self {
-        BasicStatus { ips, ..self.clone() }
+        BasicStatus { id: self.id.clone(), fields: StatusFields { ips, ..self.fields.clone() } }
     }
 }

@@ -31,6 +31,11 @@ impl PodRecords {
         self.0.get(id).and_then(|r| r.current.as_deref())
     }
 
+    /// The pod's latest listing: this relist's, else the last committed one.
+    pub fn latest(&self, id: &str) -> Option<&Arc<Pod>> {
+        self.0.get(id).and_then(|r| r.current.as_ref().or(r.old.as_ref()))
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&String, &PodRecord)> {
         self.0.iter()
     }

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use super::evented::{CriEvent, CriEventType, EventedOptions, EventedPleg};
 use super::generic::{is_abort, Abort, GenericPleg, Inspection, LoopStep, PlegOptions, Runtime, RELIST_QUEUE_CAPACITY};
-use super::pod::{BasicStatus, Container, ContainerState, Pod, PodLifecycleEvent, PodLifecycleEventType};
+use super::pod::{BasicStatus, Container, ContainerState, Pod, PodLifecycleEvent, PodLifecycleEventType, StatusFields};
+use super::records::PodRecords;
 use super::{EventChannel, Lookup, PodCache};
 use crate::clock::FakeClock;
 use crate::error::Error;
@@ -32,16 +33,23 @@ struct Fake {
     interrupt: AtomicBool,
     /// What `loop_aborted` was told.
     aborted_loops: Mutex<Vec<String>>,
+    /// What each `get_pods` returned.
+    listed: Mutex<Vec<Vec<Arc<Pod>>>>,
 }
 
 impl Runtime for Arc<Fake> {
     type Status = BasicStatus;
     type Error = String;
-    fn get_pods(&self) -> Result<Vec<Arc<Pod>>, Error> {
+    fn get_pods(&self, known: &PodRecords) -> Result<Vec<Arc<Pod>>, Error> {
         if self.fail_list.load(Ordering::Relaxed) {
             return Err(Error::Clock("runtime down".into()));
         }
-        Ok(self.pods.lock().unwrap().iter().cloned().map(Arc::new).collect())
+        // Shares what is known, as the binding does.
+        let share =
+            |p: &Pod| known.latest(&p.id).filter(|k| ***k == *p).cloned().unwrap_or_else(|| Arc::new(p.clone()));
+        let pods: Vec<_> = self.pods.lock().unwrap().iter().map(share).collect();
+        self.listed.lock().unwrap().push(pods.clone());
+        Ok(pods)
     }
     fn get_pod_status(&self, pod: &Pod) -> Result<Inspection<BasicStatus, String>, Abort> {
         while self.hang.lock().unwrap().contains(&pod.id) && !self.release.load(Ordering::Relaxed) {
@@ -50,12 +58,13 @@ impl Runtime for Arc<Fake> {
         if self.aborting.lock().unwrap().contains(&pod.id) {
             return Err(Abort(Error::Option(format!("interrupted at {}", pod.id))));
         }
-        let status = BasicStatus { id: pod.id.clone(), ips: self.ips.lock().unwrap().clone(), ..Default::default() };
+        let fields = StatusFields { ips: self.ips.lock().unwrap().clone(), ..Default::default() };
+        let status = BasicStatus { id: pod.id.clone(), fields };
         let err = self.failing.lock().unwrap().contains(&pod.id).then(|| "inspection error".to_owned());
         Ok(Inspection { status: Some(status), err, invalid: None })
     }
-    fn timeout_error(&self, pod: &Pod, _after: Duration, _running: bool) -> String {
-        format!("timeout {}", pod.id)
+    fn timeout_error(&self, message: String) -> String {
+        message
     }
     fn check_interrupt(&self) -> Result<(), Abort> {
         if self.interrupt.load(Ordering::Relaxed) {
@@ -161,7 +170,7 @@ fn ips_survive_a_teardown() {
     fake.ips.lock().unwrap().clear();
     *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Exited)])];
     pleg.relist().unwrap();
-    assert_eq!(pleg.cache().get("a").status().unwrap().ips, ["10.0.0.1"]);
+    assert_eq!(pleg.cache().get("a").status().unwrap().fields.ips, ["10.0.0.1"]);
 }
 
 #[test]
@@ -191,7 +200,7 @@ fn a_hung_inspection_does_not_stall_the_relist() {
     fake.hang.lock().unwrap().push("a".into());
     pleg.relist().unwrap();
     assert_eq!(pleg.channel().drain(), [ev("b", ContainerStarted, "c"), ev("c", ContainerStarted, "c")]);
-    assert_eq!(pleg.cache().get("a").err(), Some(&"timeout a".to_owned()));
+    assert_eq!(pleg.cache().get("a").err(), Some(&"inspection of pod a (/) did not return within 500ms".to_owned()));
     assert_eq!(pleg.stats().inspection_timeouts, 1);
     // Still hung: not inspected again on top of the running call.
     pleg.relist().unwrap();
@@ -284,8 +293,11 @@ fn a_stop_can_be_waited_for_a_while() {
     fake.release.store(true, Ordering::Relaxed);
     assert!(pleg.wait_stopped(None));
     assert!(pleg.start().unwrap() && pleg.running());
+    let refused = pleg.step().unwrap_err().to_string();
+    assert_eq!(refused, "loop_iteration() while the loop started by start() runs");
     pleg.stop();
     assert!(!pleg.running() && pleg.wait_stopped(Some(Duration::ZERO)));
+    assert!(pleg.step().is_ok());
 }
 
 #[test]
@@ -480,7 +492,8 @@ fn loop_serves_requests_between_relists() {
 }
 
 fn cri(kind: CriEventType, cid: &str, at: i64, sandbox: &str) -> CriEvent<BasicStatus> {
-    let status = BasicStatus { id: "p".into(), sandboxes: vec![(sandbox.into(), true)], ..Default::default() };
+    let fields = StatusFields { sandboxes: vec![sandbox.into()], sandbox_ready: true, ..Default::default() };
+    let status = BasicStatus { id: "p".into(), fields };
     CriEvent { container_id: cid.into(), pod_uid: Some("p".into()), kind, created_at: Time(at), status }
 }
 
@@ -521,9 +534,7 @@ fn evented_running_pod_count() {
     let evented = EventedPleg::new(generic, EventedOptions::default()).unwrap();
     let status = |pid: &str, running: bool| BasicStatus {
         id: pid.into(),
-        sandboxes: vec![(pid.into(), false)],
-        running: if running { vec![pid.into()] } else { vec![] },
-        ..Default::default()
+        fields: StatusFields { sandboxes: vec![pid.into()], sandbox_running: running, ..Default::default() },
     };
     let event = |pid: &str, at: i64, running: bool| CriEvent {
         container_id: pid.into(),
@@ -546,4 +557,64 @@ fn evented_running_pod_count() {
 fn evented_needs_an_evented_cache() {
     let (_, _, generic) = new_pleg(PlegOptions::default(), false);
     assert!(EventedPleg::new(generic, EventedOptions::default()).is_err());
+}
+
+#[test]
+fn a_relist_offers_the_latest_listing_of_each_pod() {
+    let (fake, _, pleg) = new_pleg(PlegOptions::default(), false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)]), pod("b", &[("c", Running)])];
+    pleg.relist().unwrap();
+    fake.pods.lock().unwrap()[1] = pod("b", &[("c", Exited)]);
+    pleg.relist().unwrap();
+    pleg.relist().unwrap();
+    let listed = fake.listed.lock().unwrap();
+    // An unchanged pod is shared from the listing before; a changed one is new, then shared once committed.
+    assert!(Arc::ptr_eq(&listed[1][0], &listed[0][0]) && Arc::ptr_eq(&listed[2][0], &listed[0][0]));
+    assert!(!Arc::ptr_eq(&listed[1][1], &listed[0][1]));
+    assert!(Arc::ptr_eq(&listed[2][1], &listed[1][1]));
+}
+
+#[test]
+fn stats_serialize_as_python_gets_them() {
+    let (fake, _, pleg) = new_pleg(PlegOptions::default(), false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running), ("d", Exited)])];
+    pleg.relist().unwrap();
+    let json = serde_json::to_string(&pleg.stats()).unwrap();
+    assert_eq!(
+        json,
+        concat!(
+            r#"{"relists":1,"relist_failures":0,"relist_duration_total":0.0,"relist_duration_last":0.0,"#,
+            r#""events_sent":2,"events_dropped":0,"inspections":1,"inspection_errors":0,"inspection_timeouts":0,"#,
+            r#""reinspections":0,"pod_relists":0,"pod_relist_failures":0,"relist_requests_queued":0,"#,
+            r#""relist_requests_skipped":0,"relist_requests_dropped":0,"running_pods":0,"#,
+            r#""running_containers":{"created":0,"running":1,"exited":1,"unknown":0}}"#
+        )
+    );
+}
+
+#[test]
+fn event_types_parse_or_say_what_is_expected() {
+    assert_eq!(PodLifecycleEventType::parse("PodSync").unwrap(), PodSync);
+    assert_eq!(
+        PodLifecycleEventType::parse("Nope").unwrap_err().to_string(),
+        "type: unknown event type \"Nope\" (expected ContainerStarted, ContainerDied, ContainerRemoved, \
+         ContainerChanged, PodSync or ConditionMet)"
+    );
+    assert_eq!(CriEventType::parse("CONTAINER_STOPPED_EVENT").unwrap(), CriEventType::Stopped);
+    assert_eq!(CriEventType::parse("1").unwrap(), CriEventType::Started);
+    assert_eq!(
+        CriEventType::parse("PAUSED").unwrap_err().to_string(),
+        "type: unknown container event type \"PAUSED\" (expected CREATED, STARTED, STOPPED or DELETED)"
+    );
+}
+
+#[test]
+fn a_pod_serializes_as_the_runtime_pod_dict() {
+    let mut p = pod("u", &[("c", Running), ("d", Unknown)]);
+    p.name = "web".into();
+    p.sandboxes = vec![Container::new("s", Exited)];
+    assert_eq!(
+        serde_json::to_string(&p).unwrap(),
+        r#"{"id":"u","name":"web","namespace":"","containers":[{"id":"c","state":"running"},{"id":"d","state":"unknown"}],"sandboxes":[{"id":"s","state":"exited"}]}"#
+    );
 }
