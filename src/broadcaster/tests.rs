@@ -323,11 +323,3 @@ fn structured_line_is_klogs() {
     e.involved_object.namespace.clear();
     assert!(structured_line(&e).starts_with(r#"Event occurred object="foo" "#));
 }
-
-#[test]
-fn event_types() {
-    assert_eq!(EventType::parse("Normal").unwrap(), EventType::Normal);
-    assert_eq!(EventType::parse("Warning").unwrap().as_str(), "Warning");
-    let e = EventType::parse("normal").unwrap_err().to_string();
-    assert!(e.contains("Normal") && e.contains("\"normal\""), "{e}");
-}
