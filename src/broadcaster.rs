@@ -495,7 +495,9 @@ impl<'a, T> Progress<'a, T> {
 }
 
 /// What one try of a write came to.
-enum Attempt {
+// Matched as soon as it is returned: boxing the answer would cost an allocation per answered write.
+#[allow(clippy::large_enum_variant)]
+enum WriteOutcome {
     /// Written; the sink's answer, if it gave one.
     Written(Option<Event>),
     Abandoned,
@@ -609,7 +611,8 @@ impl Writer {
         while lane.pop_batch(&mut batch, BATCH) {
             let n = batch.len();
             self.took(n);
-            // The writes handed out in this batch, which the workers' queues do not show yet.
+            // An event whose earlier writes are still under way goes to the same worker (its writes stay in
+            // order); any other to the worker with the least to do, counting what this batch handed out.
             let mut added = vec![0; workers.len()];
             self.correlate_batch(&mut batch, &mut jobs, &mut |owner| {
                 let w = owner.unwrap_or_else(|| least_loaded(workers, &added));
@@ -673,11 +676,11 @@ impl Writer {
                         }
                     };
                     match self.write(&mut job, rng) {
-                        Attempt::Written(answer) => {
+                        WriteOutcome::Written(answer) => {
                             lock(&self.correlation).correlator.update_state(answer.as_ref().unwrap_or(&job.event));
                         }
-                        Attempt::Abandoned => {}
-                        Attempt::Retry { delay_nanos } => {
+                        WriteOutcome::Abandoned => {}
+                        WriteOutcome::Retry { delay_nanos } => {
                             retry_in = Some(delay_nanos);
                             current = Some(job);
                             return;
@@ -705,11 +708,11 @@ impl Writer {
                 while progress.in_slice() {
                     let Some(job) = jobs.front_mut() else { return };
                     let answer = match self.write(job, rng) {
-                        Attempt::Written(answer) => {
+                        WriteOutcome::Written(answer) => {
                             Some(answer.unwrap_or_else(|| std::mem::take(Arc::make_mut(&mut job.event))))
                         }
-                        Attempt::Abandoned => None,
-                        Attempt::Retry { delay_nanos } => {
+                        WriteOutcome::Abandoned => None,
+                        WriteOutcome::Retry { delay_nanos } => {
                             retry_in = Some(delay_nanos);
                             return;
                         }
@@ -730,7 +733,7 @@ impl Writer {
     }
 
     /// One try of a job's write, counted; a failure is abandoned (and reported) or retried later.
-    fn write(&self, job: &mut Job, rng: &mut SmallRng) -> Attempt {
+    fn write(&self, job: &mut Job, rng: &mut SmallRng) -> WriteOutcome {
         let c = &self.shared.counters;
         let err = match record_event(&*self.sink, Arc::make_mut(&mut job.event), &job.patch) {
             Ok((answer, written)) => {
@@ -738,7 +741,7 @@ impl Writer {
                     Written::Created => c.created.fetch_add(1, Ordering::Relaxed),
                     Written::Patched => c.patched.fetch_add(1, Ordering::Relaxed),
                 };
-                return Attempt::Written(answer);
+                return WriteOutcome::Written(answer);
             }
             Err(e) => e,
         };
@@ -747,11 +750,11 @@ impl Writer {
             Next::Abandon(why) => {
                 c.abandoned.fetch_add(1, Ordering::Relaxed);
                 self.report(&why, &job.event, job.attempts.tries);
-                Attempt::Abandoned
+                WriteOutcome::Abandoned
             }
             Next::SleepThenRetry { delay_nanos } => {
                 c.retries.fetch_add(1, Ordering::Relaxed);
-                Attempt::Retry { delay_nanos }
+                WriteOutcome::Retry { delay_nanos }
             }
         }
     }
