@@ -5,8 +5,11 @@ amount of work for ``valgrind --tool=callgrind``, whose instruction counts do no
 ``Broadcaster``'s ``Recorder.eventf``; ``--api events-v1`` with ``EventsBroadcaster`` on a FakeClock, waiting
 for the engine every 500 events so that none is dropped (as ``bench_events_v1.py`` does).
 
+``--workers N`` writes to the sink with N delivery workers (core/v1 only).
+
 Usage: valgrind --tool=callgrind --callgrind-out-file=cg.out python benches/burst_callgrind.py [--n 20000]
-[--api events-v1], then ``callgrind_annotate --inclusive=yes cg.out | grep -E 'write_all|eventf|run'``.
+[--api events-v1] [--workers 4], then ``callgrind_annotate --inclusive=yes cg.out | grep -E 'write|eventf|run'``.
+With ``--separate-threads=yes`` valgrind writes one file per thread (``cg.out-01`` is the recording thread).
 """
 
 from __future__ import annotations
@@ -33,13 +36,14 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--workloads", type=Path, default=ROOT.parent / "shared" / "workloads.py")
     ap.add_argument("--api", choices=["core-v1", "events-v1"], default="core-v1")
+    ap.add_argument("--workers", type=int, default=1)
     args = ap.parse_args()
     calls = calls_of(load_records(args.workloads, "mixed", args.n))
     if args.api == "events-v1":
         events_v1(calls)
         return
     b = kubevents.Broadcaster(queue_length=100_000)
-    b.start_recording_to_sink(NoOpSink())
+    b.start_recording_to_sink(NoOpSink(), workers=args.workers)
     rec = b.new_recorder("kubelet", "node-1")
     for ref, type_, reason, message in calls:
         rec.eventf(ref, type_, reason, message)

@@ -14,7 +14,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kubevents::clock::FakeClock;
 use kubevents::correlator::{CorrelatorOptions, EventCorrelator, KeyFuncs};
 use kubevents::event::{Event, EventSource, ObjectReference};
-use kubevents::recorder::{make_event_into, EventInput, UuidSource};
+use kubevents::event::{make_event_into, EventInput, UuidSource};
 use kubevents::sim::{JsonLines, Simulator};
 use kubevents::time::Time;
 

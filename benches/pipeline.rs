@@ -10,10 +10,10 @@ mod common;
 use common::N;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use kubevents::broadcaster::{EventBroadcaster, EventType, Occurrence, Options, Reporter};
+use kubevents::broadcaster::{EventBroadcaster, Occurrence, Options, Reporter};
 use kubevents::clock::RealClock;
 use kubevents::correlator::{CorrelatorOptions, KeyFuncs};
-use kubevents::event::{Event, EventSource, ObjectReference};
+use kubevents::event::{Event, EventSource, EventType, ObjectReference};
 use kubevents::sim::JsonLines;
 use kubevents::sink::{EventSink, RetryPolicy, WriteError};
 use kubevents::time::Time;

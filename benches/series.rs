@@ -13,7 +13,7 @@ use common::{records as trace, N};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kubevents::clock::{Clock, FakeClock};
 use kubevents::event::{EventSource, ObjectReference};
-use kubevents::recorder::UuidSource;
+use kubevents::event::UuidSource;
 use kubevents::series::{make_event_v1, EngineOptions, EventV1, EventV1Input, SeriesEngine, SinkV1};
 use kubevents::sim::Record;
 use kubevents::sink::WriteError;

@@ -14,41 +14,17 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use serde::{Serialize, Serializer};
 
 use crate::clock::Clock;
 use crate::clock::StopSignal;
 use crate::correlator::{CorrelatorOptions, EventCorrelator, KeyFuncs};
 use crate::error::{Error, Result};
-use crate::event::{Event, EventSource, ObjectReference};
-use crate::recorder::{make_event_around, UuidSource};
+use crate::event::{make_event_around, Event, EventSource, EventType, ObjectReference, UuidSource};
 use crate::sink::{record_event, Abandoned, ClockSleeper, EventSink, Next, RetryPolicy, Written};
 use crate::sync::lock;
 use crate::time::Time;
 use crate::watch::{Activity, Broadcaster, FullChannel, Lane, Stopped};
-
-/// The two event types the API server accepts (`util.ValidateEventType`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventType {
-    Normal,
-    Warning,
-}
-
-impl EventType {
-    pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "Normal" => Ok(EventType::Normal),
-            "Warning" => Ok(EventType::Warning),
-            other => Err(Error::value("type", format!("must be \"Normal\" or \"Warning\", got {other:?}"))),
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Normal => "Normal",
-            EventType::Warning => "Warning",
-        }
-    }
-}
 
 /// One recorder call, as queued: the event is built from it on the distribution thread.
 #[derive(Clone, Debug)]
@@ -92,15 +68,20 @@ struct Counters {
     handler_errors: AtomicU64,
     correlation_errors: AtomicU64,
     recorder_waits: AtomicU64,
+    after_shutdown: AtomicU64,
     /// Deliveries taken off a queue and not finished yet.
     in_flight: AtomicI64,
 }
 
-/// A snapshot of the counters. `dropped_watchers` maps each watcher's name to the events its full queue lost.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
+/// A snapshot of the counters, in the order `Broadcaster.stats()` lists them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct BroadcasterStats {
+    /// Every `record` call, including those refused after shutdown.
     pub received: u64,
     pub dropped_incoming: u64,
+    pub dropped_after_shutdown: u64,
+    /// Each watcher's name and the events its full queue lost, in the order the watchers started.
+    #[serde(serialize_with = "as_map")]
     pub dropped_watchers: Vec<(String, u64)>,
     pub aggregated: u64,
     pub deduplicated: u64,
@@ -113,6 +94,10 @@ pub struct Stats {
     /// Recording calls that waited for fast watchers (or the distribution) to catch up.
     pub recorder_waits: u64,
     pub pending: u64,
+}
+
+fn as_map<S: Serializer>(pairs: &[(String, u64)], s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.collect_map(pairs.iter().map(|(k, v)| (k, v)))
 }
 
 type EventLane = Lane<Arc<Event>>;
@@ -216,9 +201,19 @@ impl EventBroadcaster {
         &self.shared.options.clock
     }
 
-    /// `ActionOrDrop`: never blocks. `Ok(false)` when the incoming queue is full (the drop is counted).
+    /// `ActionOrDrop`: never blocks. `Ok(false)` when the incoming queue is full; every drop is counted,
+    /// after shutdown too.
     pub fn record(&self, o: Occurrence) -> std::result::Result<bool, Stopped> {
-        self.shared.mux.action_or_drop(o)
+        let queued = self.shared.mux.action_or_drop(o);
+        if queued.is_err() {
+            self.shared.counters.after_shutdown.fetch_add(1, Ordering::Relaxed);
+        }
+        queued
+    }
+
+    /// Where the pipeline reports what it drops or abandons.
+    pub fn reporter(&self) -> &Arc<dyn Reporter> {
+        &self.shared.reporter
     }
 
     /// Some watcher is behind (its queue is more than half full).
@@ -306,77 +301,34 @@ impl EventBroadcaster {
             sleeper: ClockSleeper { clock: o.clock.clone(), stop: self.shared.stop.clone() },
         });
         let watcher = Watcher { shared: self.shared.clone(), lane: lane.clone() };
-        let workers = workers.max(1);
-        let mut worker_lanes: Vec<Arc<Lane<Job>>> = Vec::new();
-        // A thread the OS refuses: what was started ends, and the watcher is removed again.
-        let undo = |e: Error, started: &[Arc<Lane<Job>>]| {
-            started.iter().for_each(|wl| wl.close());
-            watcher.stop();
-            e
+        let started = if workers <= 1 {
+            self.spawn(&lane.name.clone(), move || writer.run_alone(&lane))
+        } else {
+            self.start_workers(writer, lane, workers)
         };
-        for i in 0..workers {
-            if workers == 1 {
-                break;
-            }
-            let wl: Arc<Lane<Job>> = Arc::new(Lane::new(format!("{}-worker-{i}", lane.name), o.queue_length));
-            lock(&self.shared.worker_lanes).push(wl.clone());
-            worker_lanes.push(wl.clone());
-            let writer = writer.clone();
-            self.spawn(&wl.name.clone(), move || {
-                let mut rng = SmallRng::from_os_rng();
-                let mut batch = Vec::with_capacity(BATCH);
-                let mut jobs = VecDeque::new();
-                let mut none = VecDeque::new();
-                while wl.pop_batch(&mut batch, BATCH) {
-                    jobs.extend(batch.drain(..));
-                    writer.write_all(&mut jobs, &mut none, &wl, &mut rng);
-                }
-            })
-            .map_err(|e| undo(e, &worker_lanes))?;
-        }
-        let started = worker_lanes.clone();
-        let l = lane.clone();
-        self.spawn(&lane.name, move || {
-            let mut rng = SmallRng::from_os_rng();
-            let mut batch = Vec::with_capacity(BATCH);
-            let mut jobs = VecDeque::with_capacity(BATCH);
-            let mut events = VecDeque::with_capacity(BATCH);
-            while l.pop_batch(&mut batch, BATCH) {
-                let n = batch.len() as i64;
-                writer.shared.counters.in_flight.fetch_add(n, Ordering::Relaxed);
-                if worker_lanes.is_empty() {
-                    events.extend(batch.drain(..));
-                    writer.write_all(&mut jobs, &mut events, &l, &mut rng);
-                } else {
-                    // An event whose earlier writes are still under way goes to the same worker (its writes stay
-                    // in order); any other to the worker with the least to do.
-                    let mut added = vec![0; worker_lanes.len()];
-                    writer.correlate_batch(&mut batch, &mut jobs, &mut |owner| {
-                        let w = owner.unwrap_or_else(|| {
-                            (0..worker_lanes.len()).min_by_key(|&i| worker_lanes[i].load() + added[i]).unwrap_or(0)
-                        });
-                        added[w] += 1;
-                        w
-                    });
-                    for job in jobs.drain(..) {
-                        let wl = &worker_lanes[job.worker];
-                        if !wl.push(job, FullChannel::Wait) {
-                            writer.shared.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
-                        }
-                    }
-                    l.done(n as usize);
-                }
-            }
-            for wl in &worker_lanes {
-                wl.close();
-            }
-        })
-        .map_err(|e| undo(e, &started))?;
+        // A thread the OS refuses: the watcher is removed again.
+        started.inspect_err(|_| watcher.stop())?;
         Ok(watcher)
     }
 
+    /// The delivery workers' threads, then the sink watcher's thread that hands them the writes.
+    fn start_workers(&self, writer: Arc<Writer>, lane: Arc<EventLane>, workers: usize) -> Result<()> {
+        let mut worker_lanes: Vec<Arc<Lane<Job>>> = Vec::with_capacity(workers);
+        let close_all = |lanes: &[Arc<Lane<Job>>]| lanes.iter().for_each(|wl| wl.close());
+        for i in 0..workers {
+            let wl = Arc::new(Lane::new(format!("{}-worker-{i}", lane.name), self.shared.options.queue_length));
+            lock(&self.shared.worker_lanes).push(wl.clone());
+            worker_lanes.push(wl.clone());
+            let writer = writer.clone();
+            self.spawn(&wl.name.clone(), move || writer.run_worker(&wl)).inspect_err(|_| close_all(&worker_lanes))?;
+        }
+        let started = worker_lanes.clone();
+        self.spawn(&lane.name.clone(), move || writer.run_dispatcher(&lane, &worker_lanes))
+            .inspect_err(|_| close_all(&started))
+    }
+
     /// The counters now.
-    pub fn stats(&self) -> Stats {
+    pub fn stats(&self) -> BroadcasterStats {
         let s = &self.shared;
         let c = &s.counters;
         let lanes = lock(&s.watcher_lanes);
@@ -385,9 +337,11 @@ impl EventBroadcaster {
             + lanes.iter().map(|l| l.len()).sum::<usize>()
             + workers.iter().map(|l| l.len()).sum::<usize>();
         let in_flight = c.in_flight.load(Ordering::Relaxed).max(0) as u64;
-        Stats {
-            received: s.mux.received(),
+        let after_shutdown = c.after_shutdown.load(Ordering::Relaxed);
+        BroadcasterStats {
+            received: s.mux.received() + after_shutdown,
             dropped_incoming: s.mux.dropped(),
+            dropped_after_shutdown: after_shutdown,
             dropped_watchers: lanes.iter().map(|l| (l.name.clone(), l.dropped())).collect(),
             aggregated: c.aggregated.load(Ordering::Relaxed),
             deduplicated: c.deduplicated.load(Ordering::Relaxed),
@@ -518,8 +472,12 @@ struct Progress<'a, T> {
     slice_end: Instant,
 }
 
-impl<T> Progress<'_, T> {
+impl<'a, T> Progress<'a, T> {
     const EVERY: usize = 8;
+
+    fn new(lane: &'a Lane<T>) -> Self {
+        Progress { lane, done: 0, slice_end: Instant::now() + BATCH_SLICE }
+    }
 
     fn in_slice(&mut self) -> bool {
         if self.done < Self::EVERY {
@@ -534,6 +492,23 @@ impl<T> Progress<'_, T> {
         self.lane.done_at(self.done, now);
         self.done = 0;
     }
+}
+
+/// What one try of a write came to.
+// Matched as soon as it is returned: boxing the answer would cost an allocation per answered write.
+#[allow(clippy::large_enum_variant)]
+enum WriteOutcome {
+    /// Written; the sink's answer, if it gave one.
+    Written(Option<Event>),
+    Abandoned,
+    Retry {
+        delay_nanos: i64,
+    },
+}
+
+/// The worker with the least to do: queued or in its hands, plus `added` (handed out and not queued yet).
+fn least_loaded(workers: &[Arc<Lane<Job>>], added: &[usize]) -> usize {
+    (0..workers.len()).min_by_key(|&i| workers[i].load() + added[i]).unwrap_or(0)
 }
 
 struct Writer {
@@ -616,91 +591,182 @@ impl Writer {
         }
     }
 
-    /// Writes the jobs in order, sleeping on the clock between retries (with the lane marked sleeping).
-    ///
-    /// With one writer (`events` given), each event is correlated just before its write, after the answer
-    /// to the previous write is recorded, exactly as client-go's single watcher goroutine does. With
-    /// several, the dispatcher correlated the jobs ahead, and the answers are recorded after each batch of
-    /// writes, outside the sink's batch (which holds the GIL for a Python sink, while the dispatcher may hold
-    /// the correlator and call a Python key function).
-    fn write_all<T>(
-        &self,
-        jobs: &mut VecDeque<Job>,
-        events: &mut VecDeque<Arc<Event>>,
-        lane: &Lane<T>,
-        rng: &mut SmallRng,
-    ) {
-        let c = &self.shared.counters;
-        let policy = &self.shared.options.retry;
-        let sequential = !events.is_empty();
-        let mut answers: Vec<(u64, Option<Event>)> = Vec::new();
-        while !jobs.is_empty() || !events.is_empty() {
-            let mut sleep = None;
-            let mut progress = Progress { lane, done: 0, slice_end: Instant::now() + BATCH_SLICE };
-            self.sink.batch(&mut || loop {
-                if !progress.in_slice() {
-                    return;
+    /// The sink watcher's thread with one writer: each batch is correlated and written in turn.
+    fn run_alone(&self, lane: &EventLane) {
+        let mut rng = SmallRng::from_os_rng();
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut events = VecDeque::with_capacity(BATCH);
+        while lane.pop_batch(&mut batch, BATCH) {
+            self.took(batch.len());
+            events.extend(batch.drain(..));
+            self.write_in_turn(&mut events, lane, &mut rng);
+        }
+    }
+
+    /// The sink watcher's thread with delivery workers: correlates each batch ahead of the writes and hands
+    /// each write to its worker. Closes the workers' queues at the end.
+    fn run_dispatcher(&self, lane: &EventLane, workers: &[Arc<Lane<Job>>]) {
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut jobs = VecDeque::with_capacity(BATCH);
+        while lane.pop_batch(&mut batch, BATCH) {
+            let n = batch.len();
+            self.took(n);
+            // An event whose earlier writes are still under way goes to the same worker (its writes stay in
+            // order); any other to the worker with the least to do, counting what this batch handed out.
+            let mut added = vec![0; workers.len()];
+            self.correlate_batch(&mut batch, &mut jobs, &mut |owner| {
+                let w = owner.unwrap_or_else(|| least_loaded(workers, &added));
+                added[w] += 1;
+                w
+            });
+            for job in jobs.drain(..) {
+                if !workers[job.worker].push(job, FullChannel::Wait) {
+                    self.shared.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
                 }
-                if jobs.is_empty() {
-                    let Some(e) = events.pop_front() else { return };
-                    match self.correlate(&mut lock(&self.correlation), e) {
-                        Some(job) => jobs.push_back(job),
-                        None => progress.done += 1,
-                    }
-                    continue;
-                }
-                let job = jobs.front_mut().expect("not empty");
-                let err = match record_event(&*self.sink, Arc::make_mut(&mut job.event), &job.patch) {
-                    Ok((answer, written)) => {
-                        if sequential {
-                            // client-go's order: the next event is correlated after this update.
+            }
+            lane.done(n);
+        }
+        for wl in workers {
+            wl.close();
+        }
+    }
+
+    /// A delivery worker's thread.
+    fn run_worker(&self, lane: &Lane<Job>) {
+        let mut rng = SmallRng::from_os_rng();
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut jobs = VecDeque::new();
+        while lane.pop_batch(&mut batch, BATCH) {
+            jobs.extend(batch.drain(..));
+            self.write_jobs(&mut jobs, lane, &mut rng);
+        }
+    }
+
+    /// `n` events taken off the sink watcher's queue are now under way.
+    fn took(&self, n: usize) {
+        self.shared.counters.in_flight.fetch_add(n as i64, Ordering::Relaxed);
+    }
+
+    /// A write done or abandoned.
+    fn finished(&self, progress: &mut Progress<'_, impl Sized>) {
+        self.shared.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+        progress.done += 1;
+    }
+
+    /// One writer, in client-go's order: each event is correlated just before its write, after the answer to
+    /// the previous write updated the correlator, as client-go's single watcher goroutine does.
+    fn write_in_turn(&self, events: &mut VecDeque<Arc<Event>>, lane: &EventLane, rng: &mut SmallRng) {
+        // The event being written (retried), across sink batches.
+        let mut current: Option<Job> = None;
+        while current.is_some() || !events.is_empty() {
+            let mut retry_in = None;
+            let mut progress = Progress::new(lane);
+            self.sink.batch(&mut || {
+                while progress.in_slice() {
+                    let mut job = match current.take() {
+                        Some(job) => job,
+                        None => {
+                            let Some(e) = events.pop_front() else { return };
+                            let Some(job) = self.correlate(&mut lock(&self.correlation), e) else {
+                                // Skipped by the spam filter.
+                                progress.done += 1;
+                                continue;
+                            };
+                            job
+                        }
+                    };
+                    match self.write(&mut job, rng) {
+                        WriteOutcome::Written(answer) => {
                             lock(&self.correlation).correlator.update_state(answer.as_ref().unwrap_or(&job.event));
-                        } else {
-                            let answer = answer.unwrap_or_else(|| std::mem::take(Arc::make_mut(&mut job.event)));
-                            answers.push((job.key, Some(answer)));
                         }
-                        match written {
-                            Written::Created => c.created.fetch_add(1, Ordering::Relaxed),
-                            Written::Patched => c.patched.fetch_add(1, Ordering::Relaxed),
-                        };
-                        jobs.pop_front();
-                        c.in_flight.fetch_sub(1, Ordering::Relaxed);
-                        progress.done += 1;
-                        continue;
-                    }
-                    Err(e) => e,
-                };
-                match job.attempts.after_failure(err, policy, self.sleeper.stop.is_stopped(), rng) {
-                    Next::Abandon(why) => {
-                        c.abandoned.fetch_add(1, Ordering::Relaxed);
-                        self.report(&why, &job.event, job.attempts.tries);
-                        if !sequential {
-                            answers.push((job.key, None));
+                        WriteOutcome::Abandoned => {}
+                        WriteOutcome::Retry { delay_nanos } => {
+                            retry_in = Some(delay_nanos);
+                            current = Some(job);
+                            return;
                         }
-                        jobs.pop_front();
-                        c.in_flight.fetch_sub(1, Ordering::Relaxed);
-                        progress.done += 1;
                     }
-                    Next::SleepThenRetry { delay_nanos } => {
-                        c.retries.fetch_add(1, Ordering::Relaxed);
-                        sleep = Some(delay_nanos);
-                        return;
-                    }
+                    self.finished(&mut progress);
+                }
+            });
+            progress.report(Instant::now());
+            if let Some(d) = retry_in {
+                self.sleep_before_retry(lane, d);
+            }
+        }
+    }
+
+    /// A delivery worker's writes, correlated ahead by the dispatcher, in order. The answers update the
+    /// correlator after each sink batch, outside it: a Python sink holds the GIL through its batch, while the
+    /// dispatcher may hold the correlator and call a Python key function.
+    fn write_jobs(&self, jobs: &mut VecDeque<Job>, lane: &Lane<Job>, rng: &mut SmallRng) {
+        let mut answers: Vec<(u64, Option<Event>)> = Vec::new();
+        while !jobs.is_empty() {
+            let mut retry_in = None;
+            let mut progress = Progress::new(lane);
+            self.sink.batch(&mut || {
+                while progress.in_slice() {
+                    let Some(job) = jobs.front_mut() else { return };
+                    let answer = match self.write(job, rng) {
+                        WriteOutcome::Written(answer) => {
+                            Some(answer.unwrap_or_else(|| std::mem::take(Arc::make_mut(&mut job.event))))
+                        }
+                        WriteOutcome::Abandoned => None,
+                        WriteOutcome::Retry { delay_nanos } => {
+                            retry_in = Some(delay_nanos);
+                            return;
+                        }
+                    };
+                    answers.push((job.key, answer));
+                    jobs.pop_front();
+                    self.finished(&mut progress);
                 }
             });
             progress.report(Instant::now());
             for (key, answer) in answers.drain(..) {
                 self.record_answer(key, answer.as_ref());
             }
-            if let Some(d) = sleep {
-                let Ok(now) = self.sleeper.clock.now() else { continue };
-                let until = Time(now.0.saturating_add(d));
-                lane.set_activity(Activity::Sleeping(until));
-                // Interrupted by shutdown: the next attempt is the last.
-                self.sleeper.sleep_until(until);
-                lane.set_activity(Activity::Running);
+            if let Some(d) = retry_in {
+                self.sleep_before_retry(lane, d);
             }
         }
+    }
+
+    /// One try of a job's write, counted; a failure is abandoned (and reported) or retried later.
+    fn write(&self, job: &mut Job, rng: &mut SmallRng) -> WriteOutcome {
+        let c = &self.shared.counters;
+        let err = match record_event(&*self.sink, Arc::make_mut(&mut job.event), &job.patch) {
+            Ok((answer, written)) => {
+                match written {
+                    Written::Created => c.created.fetch_add(1, Ordering::Relaxed),
+                    Written::Patched => c.patched.fetch_add(1, Ordering::Relaxed),
+                };
+                return WriteOutcome::Written(answer);
+            }
+            Err(e) => e,
+        };
+        let policy = &self.shared.options.retry;
+        match job.attempts.after_failure(err, policy, self.sleeper.stop.is_stopped(), rng) {
+            Next::Abandon(why) => {
+                c.abandoned.fetch_add(1, Ordering::Relaxed);
+                self.report(&why, &job.event, job.attempts.tries);
+                WriteOutcome::Abandoned
+            }
+            Next::SleepThenRetry { delay_nanos } => {
+                c.retries.fetch_add(1, Ordering::Relaxed);
+                WriteOutcome::Retry { delay_nanos }
+            }
+        }
+    }
+
+    /// Sleeps on the clock until the next try, with the lane marked sleeping (for `is_idle`); shutdown cuts
+    /// the sleep short, and the next try is then the last.
+    fn sleep_before_retry<T>(&self, lane: &Lane<T>, delay_nanos: i64) {
+        let Ok(now) = self.sleeper.clock.now() else { return };
+        let until = Time(now.0.saturating_add(delay_nanos));
+        lane.set_activity(Activity::Sleeping(until));
+        self.sleeper.sleep_until(until);
+        lane.set_activity(Activity::Running);
     }
 
     /// `UpdateState` with a write's answer (None: abandoned), unless a later write of the event is pending.

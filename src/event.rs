@@ -9,9 +9,38 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::error::{Error, Result};
 use crate::time::{self, Time};
 
-fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+mod make;
+
+pub use make::{make_event, make_event_around, make_event_into, EventInput, UuidSource, NAMESPACE_DEFAULT};
+
+/// The two event types the API server accepts (`util.ValidateEventType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+impl EventType {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "Normal" => Ok(EventType::Normal),
+            "Warning" => Ok(EventType::Warning),
+            other => Err(Error::value("type", format!("must be \"Normal\" or \"Warning\", got {other:?}"))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+fn null_as_default<'de, D, T>(d: D) -> std::result::Result<T, D::Error>
 where
     D: Deserializer<'de>,
     T: Default + Deserialize<'de>,
@@ -204,5 +233,13 @@ mod tests {
         assert_eq!(ev.count, 0);
         let err = serde_json::from_str::<Event>(r#"{"reason":"x"}"#).unwrap_err();
         assert!(err.to_string().contains("involvedObject"), "{err}");
+    }
+
+    #[test]
+    fn event_types() {
+        assert_eq!(EventType::parse("Normal").unwrap(), EventType::Normal);
+        assert_eq!(EventType::parse("Warning").unwrap().as_str(), "Warning");
+        let e = EventType::parse("normal").unwrap_err().to_string();
+        assert!(e.contains("Normal") && e.contains("\"normal\""), "{e}");
     }
 }

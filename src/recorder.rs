@@ -1,161 +1,156 @@
-//! The event a client-go recorder builds for one call (`recorderImpl.makeEvent` + `generateEvent`).
+//! client-go's `recorderImpl` (`tools/record/event.go`): a recorder stamps an occurrence with its source and
+//! the clock's time and queues it on its broadcaster, never waiting for a slow watcher. What it cannot queue
+//! is counted (by the broadcaster) and warned about, at most once every `DROP_WARNING_INTERVAL` for all the
+//! recorders of a broadcaster.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use rand::rngs::SmallRng;
-use rand::{RngCore, SeedableRng};
-
-use crate::event::{Event, EventSource, ObjectReference};
-use crate::names::{event_name_is_subdomain, push_go_hex};
+use crate::broadcaster::{EventBroadcaster, Occurrence};
+use crate::error::Result;
+use crate::event::{EventSource, EventType, ObjectReference};
+use crate::sync::lock;
 use crate::time::Time;
 
-/// `metav1.NamespaceDefault`, used when the referenced object has no namespace.
-pub const NAMESPACE_DEFAULT: &str = "default";
 
-/// Where the UUIDv4 fallback names come from: the OS (as client-go), or a seeded generator so that a
-/// replay names events the same way every time.
-#[derive(Debug)]
-pub enum UuidSource {
-    Random,
-    Seeded(Box<SmallRng>),
+/// Under pressure, one recorder call in this many looks for drops at the watchers' queues: summing them
+/// takes their locks, and a queue of 1000 fills in more calls than that (`report_shut_down` looks too).
+const DROP_CHECK_EVERY: u64 = 64;
+
+/// How often at most the recorders of a broadcaster warn that they are dropping events.
+const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A broadcaster and what its recorders share: the account of the drops they warned about.
+pub struct RecorderHub {
+    broadcaster: EventBroadcaster,
+    last_drop_warning: Mutex<Option<Instant>>,
+    /// Drops at the watchers' queues warned about so far.
+    watcher_drops_warned: AtomicU64,
+    /// Recorder calls that found a watcher behind.
+    pressured_calls: AtomicU64,
 }
 
-impl UuidSource {
-    pub fn seeded(seed: u64) -> Self {
-        UuidSource::Seeded(Box::new(SmallRng::seed_from_u64(seed)))
+impl RecorderHub {
+    pub fn new(broadcaster: EventBroadcaster) -> Self {
+        RecorderHub {
+            broadcaster,
+            last_drop_warning: Mutex::new(None),
+            watcher_drops_warned: AtomicU64::new(0),
+            pressured_calls: AtomicU64::new(0),
+        }
     }
 
-    pub fn next_uuid(&mut self) -> String {
-        match self {
-            UuidSource::Random => uuid::Uuid::new_v4().to_string(),
-            UuidSource::Seeded(rng) => {
-                let mut bytes = [0u8; 16];
-                rng.fill_bytes(&mut bytes);
-                uuid::Builder::from_random_bytes(bytes).into_uuid().to_string()
-            }
+    pub fn broadcaster(&self) -> &EventBroadcaster {
+        &self.broadcaster
+    }
+
+    /// `NewRecorder`: a recorder whose events have `source`.
+    pub fn new_recorder(self: &Arc<Self>, source: EventSource) -> Recorder {
+        Recorder { hub: self.clone(), source: Arc::new(source) }
+    }
+
+    /// After a shutdown that finished: warns about the drops at the watchers' queues not warned about yet
+    /// (if no drop warning came in the last `DROP_WARNING_INTERVAL`), and about the events that could not be
+    /// delivered.
+    pub fn report_shut_down(&self) {
+        self.warn_watcher_drops();
+        let abandoned = self.broadcaster.stats().abandoned;
+        if abandoned > 0 {
+            self.broadcaster
+                .reporter()
+                .warn(&format!("shut down: {abandoned} events could not be delivered (see stats())"));
+        }
+    }
+
+    /// Warns about a drop, unless a drop warning came in the last `DROP_WARNING_INTERVAL`; returns whether it
+    /// did.
+    fn warn_dropped(&self, why: &str) -> bool {
+        let mut last = lock(&self.last_drop_warning);
+        if last.is_some_and(|t| t.elapsed() < DROP_WARNING_INTERVAL) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        let s = self.broadcaster.stats();
+        let watchers: u64 = s.dropped_watchers.iter().map(|(_, n)| n).sum();
+        self.broadcaster.reporter().warn(&format!(
+            "dropping events: {why} ({} dropped at the incoming queue, {watchers} at full watcher queues, {} after \
+             shutdown so far)",
+            s.dropped_incoming, s.dropped_after_shutdown
+        ));
+        true
+    }
+
+    /// Warns about drops at the watchers' queues (sinks included) not warned about yet.
+    fn warn_watcher_drops(&self) {
+        let total = self.broadcaster.watcher_drops();
+        if total > self.watcher_drops_warned.load(Ordering::Relaxed)
+            && self.warn_dropped("a watcher's queue is full (a sink or callback is behind)")
+        {
+            self.watcher_drops_warned.store(total, Ordering::Relaxed);
         }
     }
 }
 
-/// Everything `makeEvent` needs besides the clock reading, borrowed.
-#[derive(Clone, Copy, Debug)]
-pub struct EventInput<'a> {
-    pub reference: &'a ObjectReference,
-    pub annotations: Option<&'a BTreeMap<String, String>>,
-    pub type_: &'a str,
-    pub reason: &'a str,
-    pub message: &'a str,
-    pub source: &'a EventSource,
+/// client-go's `EventRecorder`: builds events for objects and queues them; never waits for a slow watcher.
+pub struct Recorder {
+    hub: Arc<RecorderHub>,
+    source: Arc<EventSource>,
 }
 
-fn set(dst: &mut String, src: &str) {
-    dst.clear();
-    dst.push_str(src);
-}
-
-/// Builds the event as client-go's recorder does at instant `now`: name `GenerateEventName(ref.name, now)`,
-/// namespace defaulted to `default` (the involved object keeps its own), count 1, first = last = now, and the
-/// reporting fields copied from the source.
-pub fn make_event(input: &EventInput<'_>, now: Time, uuids: &mut UuidSource) -> Event {
-    let mut event = Event::default();
-    make_event_into(&mut event, input, now, uuids);
-    event
-}
-
-/// `make_event` into an existing event, reusing its allocations.
-pub fn make_event_into(event: &mut Event, input: &EventInput<'_>, now: Time, uuids: &mut UuidSource) {
-    event.involved_object.assign_from(input.reference);
-    event.source.assign_from(input.source);
-    make_event_around(event, input.annotations, input.type_, input.reason, input.message, now, uuids);
-}
-
-/// `make_event_into` for an event whose involved object and source already are the reference and the
-/// source (a replay writes them there directly, saving a copy).
-pub fn make_event_around(
-    event: &mut Event,
-    annotations: Option<&BTreeMap<String, String>>,
-    type_: &str,
-    reason: &str,
-    message: &str,
-    now: Time,
-    uuids: &mut UuidSource,
-) {
-    let r = &event.involved_object;
-    let name = &mut event.metadata.name;
-    if event_name_is_subdomain(&r.name, now.unix_nanos()) {
-        name.clear();
-        // The name, a dot and up to 16 hex digits, in one allocation.
-        name.reserve(r.name.len() + 17);
-        name.push_str(&r.name);
-        name.push('.');
-        push_go_hex(name, now.unix_nanos());
-    } else {
-        *name = uuids.next_uuid();
+impl Recorder {
+    pub fn source(&self) -> &EventSource {
+        &self.source
     }
-    set(&mut event.metadata.namespace, if r.namespace.is_empty() { NAMESPACE_DEFAULT } else { &r.namespace });
-    event.metadata.resource_version.clear();
-    event.metadata.annotations.clear();
-    if let Some(a) = annotations {
-        event.metadata.annotations.extend(a.iter().map(|(k, v)| (k.clone(), v.clone())));
+
+    /// `generateEvent`: queues an event about `reference`, which happened at `time` (by default now on the
+    /// broadcaster's clock). Returns whether it was queued; a drop (a full incoming queue, or a broadcaster
+    /// shut down) is counted and warned about. Fails only when the clock cannot be read.
+    pub fn record(
+        &self,
+        reference: ObjectReference,
+        annotations: Option<BTreeMap<String, String>>,
+        type_: EventType,
+        reason: String,
+        message: String,
+        time: Option<Time>,
+    ) -> Result<bool> {
+        let broadcaster = &self.hub.broadcaster;
+        let time = match time {
+            Some(t) => t,
+            None => broadcaster.clock().now()?,
+        };
+        let o = Occurrence { reference, annotations, type_, reason, message, time, source: self.source.clone() };
+        match broadcaster.record(o) {
+            Ok(true) => return Ok(true),
+            Ok(false) => self.hub.warn_dropped("the incoming queue is full"),
+            Err(_) => self.hub.warn_dropped("the broadcaster is shut down"),
+        };
+        Ok(false)
     }
-    event.api_version.clear();
-    event.kind.clear();
-    set(&mut event.reason, reason);
-    set(&mut event.message, message);
-    event.first_timestamp = Some(now);
-    event.last_timestamp = Some(now);
-    event.count = 1;
-    set(&mut event.type_, type_);
-    event.event_time = None;
-    event.series = None;
-    event.action.clear();
-    event.related = None;
-    set(&mut event.reporting_controller, &event.source.component);
-    set(&mut event.reporting_instance, &event.source.host);
+
+    /// The back-pressure choice after a queued event: true when some watcher is behind, and a caller that may
+    /// block should then `catch_up`. Under pressure, one call in `DROP_CHECK_EVERY` also warns about drops at
+    /// the watchers' queues, which happen only then.
+    pub fn should_catch_up(&self) -> bool {
+        let hub = &*self.hub;
+        if !hub.broadcaster.under_pressure() {
+            return false;
+        }
+        if hub.pressured_calls.fetch_add(1, Ordering::Relaxed) % DROP_CHECK_EVERY == 0 {
+            hub.warn_watcher_drops();
+        }
+        true
+    }
+
+    /// Waits for the fast watchers that fell behind, up to the broadcaster's `catch_up_wait` (a watcher that
+    /// needs the GIL may also be short of a CPU: the wait keeps a burst from overflowing its queue). Returns
+    /// whether it waited.
+    pub fn catch_up(&self) -> bool {
+        self.hub.broadcaster.relieve()
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn builds_the_event_client_go_builds() {
-        let reference =
-            ObjectReference { kind: "Pod".into(), name: "foo".into(), uid: "bar".into(), ..Default::default() };
-        let source = EventSource { component: "kubelet".into(), host: "node-1".into() };
-        let input = EventInput {
-            reference: &reference,
-            type_: "Normal",
-            reason: "Started",
-            message: "m",
-            source: &source,
-            annotations: None,
-        };
-        let now = Time(1_704_067_201_000_000_000);
-        let ev = make_event(&input, now, &mut UuidSource::Random);
-        assert_eq!(ev.metadata.name, "foo.17a610173cffca00");
-        assert_eq!(ev.metadata.namespace, "default");
-        assert_eq!(ev.involved_object.namespace, "");
-        assert_eq!((ev.count, ev.first_timestamp, ev.last_timestamp), (1, Some(now), Some(now)));
-        assert_eq!((ev.reporting_controller.as_str(), ev.reporting_instance.as_str()), ("kubelet", "node-1"));
-
-        // Reusing an event leaves nothing of the previous one behind.
-        let mut reused = Event { series: Some(Default::default()), action: "x".into(), count: 7, ..ev.clone() };
-        reused.metadata.resource_version = "9".into();
-        make_event_into(&mut reused, &input, now, &mut UuidSource::Random);
-        assert_eq!(reused, ev);
-        // A name that is not a DNS subdomain falls back to a UUID.
-        let bad = ObjectReference { name: "Bad_Name".into(), ..reference.clone() };
-        let ev = make_event(&EventInput { reference: &bad, ..input }, now, &mut UuidSource::seeded(1));
-        assert!(uuid::Uuid::parse_str(&ev.metadata.name).is_ok());
-    }
-
-    #[test]
-    fn seeded_uuids_repeat() {
-        let (mut a, mut b) = (UuidSource::seeded(7), UuidSource::seeded(7));
-        let first = a.next_uuid();
-        assert_eq!(first, b.next_uuid());
-        assert_ne!(first, a.next_uuid());
-        assert_eq!(uuid::Uuid::parse_str(&first).unwrap().get_version_num(), 4);
-    }
-}
+mod tests;

@@ -28,8 +28,7 @@ pub enum FullChannel {
 const LINGER: std::time::Duration = std::time::Duration::from_micros(400);
 
 /// Batches of a quarter of the queue: each batch costs a Python consumer two GIL hand-offs, which between CPUs
-/// of a virtual machine cost more than the batch's events (256 instead of 128 made the 100k burst of
-/// BENCHMARKS.md 7–13 % faster).
+/// of a virtual machine cost more than the batch's events (BENCHMARKS.md, recording pipeline).
 fn notify_at(capacity: usize) -> usize {
     (capacity / 4).clamp(1, 256)
 }

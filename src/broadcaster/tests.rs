@@ -325,9 +325,20 @@ fn structured_line_is_klogs() {
 }
 
 #[test]
-fn event_types() {
-    assert_eq!(EventType::parse("Normal").unwrap(), EventType::Normal);
-    assert_eq!(EventType::parse("Warning").unwrap().as_str(), "Warning");
-    let e = EventType::parse("normal").unwrap_err().to_string();
-    assert!(e.contains("Normal") && e.contains("\"normal\""), "{e}");
+fn stats_serialize_as_python_lists_them() {
+    let s = BroadcasterStats {
+        received: 5,
+        dropped_after_shutdown: 1,
+        dropped_watchers: vec![("sink-2".into(), 3), ("logging-10".into(), 0)],
+        pending: 2,
+        ..Default::default()
+    };
+    assert_eq!(
+        serde_json::to_string(&s).unwrap(),
+        concat!(
+            r#"{"received":5,"dropped_incoming":0,"dropped_after_shutdown":1,"#,
+            r#""dropped_watchers":{"sink-2":3,"logging-10":0},"aggregated":0,"deduplicated":0,"skipped":0,"#,
+            r#""created":0,"patched":0,"retries":0,"abandoned":0,"handler_errors":0,"recorder_waits":0,"pending":2}"#
+        )
+    );
 }

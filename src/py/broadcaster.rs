@@ -1,11 +1,9 @@
 //! `kubevents.Broadcaster`, `kubevents.Recorder` and `kubevents.Watcher`: the Python face of the recording
 //! pipeline. Rust threads run it; they take the GIL only to call Python sinks, callbacks and loggers.
 
-use crate::sync::lock;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use pyo3::exceptions::{PyTimeoutError, PyTypeError, PyValueError};
 use pyo3::intern;
@@ -21,10 +19,10 @@ use super::lifecycle;
 use super::reference::reference_of;
 use super::sink::{Failures, PySink};
 use crate::broadcaster::{
-    log_line, structured_line, EventBroadcaster, EventType, Occurrence, Options, Reporter, Watcher,
-    DEFAULT_CATCH_UP_WAIT,
+    log_line, structured_line, EventBroadcaster, Options, Reporter, Watcher, DEFAULT_CATCH_UP_WAIT,
 };
-use crate::event::EventSource;
+use crate::event::{EventSource, EventType, ObjectReference};
+use crate::recorder::{Recorder, RecorderHub};
 use crate::sink::RetryPolicy;
 use crate::watch::FullChannel;
 
@@ -62,18 +60,9 @@ fn kubevents_logger(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 /// A thread each: far more than any API server takes from one client at once.
 const MAX_WORKERS: i64 = 1024;
 
-/// Under pressure, one recorder call in this many looks for drops at the watchers' queues (a queue of 1000
-/// fills in more calls than that; `shutdown` looks too).
-const DROP_CHECK_EVERY: u64 = 64;
-
-/// How often at most a recorder warns that it is dropping events.
-const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(10);
-
-struct Shared {
-    core: EventBroadcaster,
-    reporter: Arc<PyReporter>,
-    last_drop_warning: Mutex<Option<Instant>>,
-    after_shutdown: AtomicU64,
+/// The Python side of a broadcaster, shared with its recorders and watcher threads.
+struct BroadcasterBinding {
+    hub: Arc<RecorderHub>,
     key_func: Option<Py<PyAny>>,
     message_func: Option<Py<PyAny>>,
     spam_key_func: Option<Py<PyAny>>,
@@ -83,41 +72,13 @@ struct Shared {
     /// The asyncio loops of the async sinks: a blocking wait on one of them would never end.
     sink_loops: Py<PyList>,
     failures: Arc<Failures>,
-    /// Watcher drops logged so far.
-    watcher_drops_logged: AtomicU64,
-    /// Recorder calls that found a watcher behind (`DROP_CHECK_EVERY`).
-    pressured_calls: AtomicU64,
     /// The fork generation the broadcaster was made in.
     generation: u64,
 }
 
-impl Shared {
-    /// Logs a drop, at most once every `DROP_WARNING_INTERVAL`; returns whether it did.
-    fn warn_dropped(&self, why: &str) -> bool {
-        let mut last = lock(&self.last_drop_warning);
-        if last.is_some_and(|t| t.elapsed() < DROP_WARNING_INTERVAL) {
-            return false;
-        }
-        *last = Some(Instant::now());
-        let s = self.core.stats();
-        let watchers: u64 = s.dropped_watchers.iter().map(|(_, n)| n).sum();
-        self.reporter.warn(&format!(
-            "dropping events: {why} ({} dropped at the incoming queue, {watchers} at full watcher queues, {} after \
-             shutdown so far)",
-            s.dropped_incoming,
-            self.after_shutdown.load(Ordering::Relaxed)
-        ));
-        true
-    }
-
-    /// Logs drops at the watchers' queues (sinks included) that were not logged yet.
-    fn warn_watcher_drops(&self) {
-        let total = self.core.watcher_drops();
-        if total > self.watcher_drops_logged.load(Ordering::Relaxed)
-            && self.warn_dropped("a watcher's queue is full (a sink or callback is behind)")
-        {
-            self.watcher_drops_logged.store(total, Ordering::Relaxed);
-        }
+impl BroadcasterBinding {
+    fn core(&self) -> &EventBroadcaster {
+        self.hub.broadcaster()
     }
 
     fn check(&self) -> PyResult<()> {
@@ -126,14 +87,14 @@ impl Shared {
 
     /// Waits for the broadcaster's threads to end, up to `timeout`, interruptibly; true when they have.
     fn wait_shut_down(&self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<bool> {
-        lifecycle::wait_until(py, timeout, |slice| self.core.wait_shut_down(Some(slice)))
+        lifecycle::wait_until(py, timeout, |slice| self.core().wait_shut_down(Some(slice)))
     }
 }
 
 /// client-go's `EventBroadcaster` (`record.NewBroadcaster`).
 #[pyclass(module = "kubevents", name = "Broadcaster", frozen, weakref)]
 pub struct PyBroadcaster {
-    shared: Arc<Shared>,
+    shared: Arc<BroadcasterBinding>,
 }
 
 impl Drop for PyBroadcaster {
@@ -212,13 +173,10 @@ impl PyBroadcaster {
             catch_up_wait,
         };
         let reporter = Arc::new(PyReporter { logger: kubevents_logger(py)?.unbind() });
-        let core = EventBroadcaster::new(options, reporter.clone())?;
+        let core = EventBroadcaster::new(options, reporter)?;
         Ok(PyBroadcaster {
-            shared: Arc::new(Shared {
-                core,
-                reporter,
-                last_drop_warning: Mutex::new(None),
-                after_shutdown: AtomicU64::new(0),
+            shared: Arc::new(BroadcasterBinding {
+                hub: Arc::new(RecorderHub::new(core)),
                 key_func,
                 message_func,
                 spam_key_func,
@@ -226,8 +184,6 @@ impl PyBroadcaster {
                 running_loop: py.import(intern!(py, "asyncio"))?.getattr(intern!(py, "_get_running_loop"))?.unbind(),
                 sink_loops: PyList::empty(py).unbind(),
                 failures: Arc::default(),
-                watcher_drops_logged: AtomicU64::new(0),
-                pressured_calls: AtomicU64::new(0),
                 generation: lifecycle::generation(),
             }),
         })
@@ -237,10 +193,8 @@ impl PyBroadcaster {
     #[pyo3(signature = (component, host=None))]
     fn new_recorder(&self, component: String, host: Option<String>) -> PyResult<PyRecorder> {
         self.shared.check()?;
-        Ok(PyRecorder {
-            shared: self.shared.clone(),
-            source: Arc::new(EventSource { component, host: host.unwrap_or_default() }),
-        })
+        let source = EventSource { component, host: host.unwrap_or_default() };
+        Ok(PyRecorder { core: self.shared.hub.new_recorder(source), binding: self.shared.clone() })
     }
 
     /// Correlates every later event with a fresh correlator and writes it to `sink` with client-go's retries.
@@ -265,7 +219,7 @@ impl PyBroadcaster {
             s.spam_key_func.as_ref().map(|f| f.clone_ref(py)),
         )?;
         let event_loop = sink.event_loop(py);
-        let w = lifecycle::detach(py, || s.core.start_recording_to_sink(sink, workers, funcs))?;
+        let w = lifecycle::detach(py, || s.core().start_recording_to_sink(sink, workers, funcs))?;
         if let Some(l) = event_loop {
             s.sink_loops.bind(py).append(l)?;
         }
@@ -318,21 +272,17 @@ impl PyBroadcaster {
         s.check()?;
         let timeout = timeout_arg(timeout)?;
         lifecycle::refuse_on_sink_loop(py, s.sink_loops.bind(py), "shutdown()")?;
-        s.core.begin_shutdown();
+        s.core().begin_shutdown();
         let done = s.wait_shut_down(py, timeout)?;
         s.failures.take_interrupt()?;
         let stats = self.stats(py)?;
         if !done {
-            let pending = s.core.stats().pending;
+            let pending = s.core().stats().pending;
             return Err(PyTimeoutError::new_err(format!(
                 "shutdown timed out with {pending} deliveries still pending; they go on in the background"
             )));
         }
-        s.warn_watcher_drops();
-        let abandoned = s.core.stats().abandoned;
-        if abandoned > 0 {
-            s.reporter.warn(&format!("shut down: {abandoned} events could not be delivered (see stats())"));
-        }
+        s.hub.report_shut_down();
         Ok(stats)
     }
 
@@ -360,7 +310,7 @@ impl PyBroadcaster {
         s.check()?;
         let timeout = timeout_arg(timeout)?;
         lifecycle::refuse_on_sink_loop(py, s.sink_loops.bind(py), "wait_idle()")?;
-        let idle = lifecycle::wait_until(py, timeout, |slice| s.core.wait_idle(Some(slice)))?;
+        let idle = lifecycle::wait_until(py, timeout, |slice| s.core().wait_idle(Some(slice)))?;
         s.failures.take_interrupt()?;
         Ok(idle)
     }
@@ -371,27 +321,8 @@ impl PyBroadcaster {
     /// or under way).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         self.shared.check()?;
-        let s = lifecycle::detach(py, || self.shared.core.stats());
-        let d = PyDict::new(py);
-        d.set_item("received", s.received + self.shared.after_shutdown.load(Ordering::Relaxed))?;
-        d.set_item("dropped_incoming", s.dropped_incoming)?;
-        d.set_item("dropped_after_shutdown", self.shared.after_shutdown.load(Ordering::Relaxed))?;
-        let w = PyDict::new(py);
-        for (name, n) in s.dropped_watchers {
-            w.set_item(name, n)?;
-        }
-        d.set_item("dropped_watchers", w)?;
-        d.set_item("aggregated", s.aggregated)?;
-        d.set_item("deduplicated", s.deduplicated)?;
-        d.set_item("skipped", s.skipped)?;
-        d.set_item("created", s.created)?;
-        d.set_item("patched", s.patched)?;
-        d.set_item("retries", s.retries)?;
-        d.set_item("abandoned", s.abandoned)?;
-        d.set_item("handler_errors", s.handler_errors)?;
-        d.set_item("recorder_waits", s.recorder_waits)?;
-        d.set_item("pending", s.pending)?;
-        Ok(d)
+        let s = lifecycle::detach(py, || self.shared.core().stats());
+        Ok(pythonize::pythonize(py, &s)?.cast_into::<PyDict>()?)
     }
 
     /// For the exit hook: shuts down, waiting up to `timeout` seconds, and answers what was not delivered.
@@ -399,7 +330,7 @@ impl PyBroadcaster {
         if lifecycle::is_forked(self.shared.generation) {
             return ("Broadcaster", 0);
         }
-        let core = &self.shared.core;
+        let core = self.shared.core();
         core.begin_shutdown();
         let wait = Duration::try_from_secs_f64(timeout).unwrap_or_default();
         lifecycle::detach(py, || core.wait_shut_down(Some(wait)));
@@ -473,7 +404,7 @@ impl PyBroadcaster {
     ) -> PyResult<PyWatcher> {
         let s = &slf.get().shared;
         s.check()?;
-        let w = lifecycle::detach(slf.py(), || s.core.start_event_watcher(kind, handler))?;
+        let w = lifecycle::detach(slf.py(), || s.core().start_event_watcher(kind, handler))?;
         lifecycle::track(slf.as_any())?;
         Ok(PyWatcher { inner: w })
     }
@@ -481,17 +412,17 @@ impl PyBroadcaster {
 
 /// Counts and logs an exception raised by a callback or logger, with its traceback the first time; the
 /// watcher goes on. A `KeyboardInterrupt` or `SystemExit` is kept to be raised by `shutdown`/`wait_idle`.
-fn handler_failed(shared: &Weak<Shared>, py: Python<'_>, what: &str, e: PyErr) {
+fn handler_failed(shared: &Weak<BroadcasterBinding>, py: Python<'_>, what: &str, e: PyErr) {
     let mut msg = format!("{what} raised {}", e.value(py).repr().map(|r| r.to_string()).unwrap_or_default());
     match shared.upgrade() {
         Some(s) => {
-            s.core.count_handler_error();
+            s.core().count_handler_error();
             if s.failures.keep_interrupt(py, &e) {
                 msg.push_str("; the next shutdown() or wait_idle() raises it again");
             } else if let Some(tb) = s.failures.traceback_once(py, &e) {
                 msg = format!("{msg}\n{tb}");
             }
-            s.reporter.error(&msg);
+            s.core().reporter().error(&msg);
         }
         None => e.print(py),
     }
@@ -530,8 +461,8 @@ impl PyWatcher {
 /// client-go's `EventRecorder`: builds events for objects and queues them; never waits for a slow watcher.
 #[pyclass(module = "kubevents", name = "Recorder", frozen)]
 pub struct PyRecorder {
-    shared: Arc<Shared>,
-    source: Arc<EventSource>,
+    core: Recorder,
+    binding: Arc<BroadcasterBinding>,
 }
 
 /// `fmt % args`, or `fmt` as it is without args.
@@ -541,6 +472,18 @@ pub(crate) fn format_message(fmt: &Bound<'_, PyString>, args: &Bound<'_, PyTuple
     }
     let out = fmt.as_any().rem(args)?;
     Ok(out.cast::<PyString>()?.to_str()?.to_owned())
+}
+
+/// A recorder call's checks, in client-go's order: the type, then the object's reference.
+// Inlined, the reference is built where the recorder call uses it instead of being copied out.
+#[inline(always)]
+pub(crate) fn checked_call(
+    obj: &Bound<'_, PyAny>,
+    type_: &Bound<'_, PyString>,
+    field_path: Option<&str>,
+) -> PyResult<(EventType, ObjectReference)> {
+    let type_ = EventType::parse(type_.to_str()?)?;
+    Ok((type_, reference_of(obj, field_path)?))
 }
 
 impl PyRecorder {
@@ -556,39 +499,16 @@ impl PyRecorder {
         time: Option<crate::time::Time>,
         field_path: Option<&str>,
     ) -> PyResult<()> {
-        self.shared.check()?;
-        let type_ = EventType::parse(type_.to_str()?)?;
-        let reference = reference_of(obj, field_path)?;
-        let core = &self.shared.core;
-        let time = match time {
-            Some(t) => t,
-            None => core.clock().now()?,
-        };
-        let o = Occurrence { reference, annotations, type_, reason, message, time, source: self.source.clone() };
-        match core.record(o) {
-            Ok(true) => {
-                self.shared.turns.hand_over(py);
-                // A watcher that needs the GIL may also be short of a CPU: waiting for it without the GIL
-                // keeps a burst from overflowing its queue. Never on an asyncio loop's thread, which the
-                // wait would stall, async sinks included.
-                if core.under_pressure() {
-                    // Full watcher queues are where drops happen, and only under pressure; summing the queues'
-                    // drops takes their lock, so a burst looks every `DROP_CHECK_EVERY` calls.
-                    if self.shared.pressured_calls.fetch_add(1, Ordering::Relaxed) % DROP_CHECK_EVERY == 0 {
-                        self.shared.warn_watcher_drops();
-                    }
-                    if self.shared.running_loop.bind(py).call0()?.is_none() {
-                        lifecycle::detach(py, || core.relieve());
-                    }
-                }
-            }
-            Ok(false) => {
-                self.shared.warn_dropped("the incoming queue is full");
-            }
-            Err(_) => {
-                self.shared.after_shutdown.fetch_add(1, Ordering::Relaxed);
-                self.shared.warn_dropped("the broadcaster is shut down");
-            }
+        let b = &self.binding;
+        b.check()?;
+        let (type_, reference) = checked_call(obj, type_, field_path)?;
+        if !self.core.record(reference, annotations, type_, reason, message, time)? {
+            return Ok(());
+        }
+        b.turns.hand_over(py);
+        // Never on an asyncio loop's thread, which the wait would stall, async sinks included.
+        if self.core.should_catch_up() && b.running_loop.bind(py).call0()?.is_none() {
+            lifecycle::detach(py, || self.core.catch_up());
         }
         Ok(())
     }
@@ -668,13 +588,15 @@ impl PyRecorder {
     /// The event source: `{"component": ..., "host": ...}`.
     #[getter]
     fn source<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let source = self.core.source();
         let d = PyDict::new(py);
-        d.set_item("component", &self.source.component)?;
-        d.set_item("host", &self.source.host)?;
+        d.set_item("component", &source.component)?;
+        d.set_item("host", &source.host)?;
         Ok(d)
     }
 
     fn __repr__(&self) -> String {
-        format!("Recorder(component={:?}, host={:?})", self.source.component, self.source.host)
+        let source = self.core.source();
+        format!("Recorder(component={:?}, host={:?})", source.component, source.host)
     }
 }

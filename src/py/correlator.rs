@@ -16,7 +16,7 @@ use crate::correlator::{
 };
 use crate::error::Error;
 use crate::event::{Event, EventSource};
-use crate::recorder::{make_event as core_make_event, EventInput, UuidSource};
+use crate::event::{make_event as core_make_event, EventInput, UuidSource};
 
 /// The correlator's options as Python passes them, to `Correlator`, `Broadcaster` and `simulate` as keywords
 /// and to `replay_grid` as grid entries. `options()` is the one conversion; the core checks the values.

@@ -7,22 +7,19 @@ use std::collections::BTreeMap;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::broadcaster::format_message;
+use super::broadcaster::{checked_call, format_message};
 use super::clock::to_time;
 use super::convert::reference_to_py;
 use super::errors::str_opt;
-use super::reference::reference_of;
-use crate::broadcaster::EventType;
 
-/// What `PyRecorder::generate` checks before it records: the type, then the object's reference.
+/// What `PyRecorder::generate` checks before it records, and what the call would record.
 fn checked<'py>(
     obj: &Bound<'py, PyAny>,
     type_: &Bound<'_, PyString>,
     message: String,
     field_path: Option<&str>,
 ) -> PyResult<(String, Bound<'py, PyDict>)> {
-    EventType::parse(type_.to_str()?)?;
-    let reference = reference_of(obj, field_path)?;
+    let (_, reference) = checked_call(obj, type_, field_path)?;
     Ok((message, reference_to_py(obj.py(), &reference)?))
 }
 

@@ -20,7 +20,7 @@ use super::make::{make_event_v1, EventV1Input};
 use super::record::SinkV1;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::recorder::UuidSource;
+use crate::event::UuidSource;
 use crate::sync::lock;
 use crate::time::Time;
 

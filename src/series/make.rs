@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::event::EventV1;
 use crate::event::{ObjectMeta, ObjectReference};
 use crate::names::generate_event_name;
-use crate::recorder::{UuidSource, NAMESPACE_DEFAULT};
+use crate::event::{UuidSource, NAMESPACE_DEFAULT};
 use crate::time::Time;
 
 /// The API server's limit on `note`, in bytes (`NoteLengthLimit`).

@@ -11,7 +11,7 @@ use crate::clock::FakeClock;
 use crate::correlator::{CorrelatorOptions, EventCorrelator, KeyFuncs};
 use crate::error::Result;
 use crate::event::Event;
-use crate::recorder::{make_event_around, UuidSource};
+use crate::event::{make_event_around, UuidSource};
 use crate::time::Time;
 
 /// One replayed event. The event written (or skipped) and its patch are `Simulator::event`/`patch`.
