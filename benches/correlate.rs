@@ -13,8 +13,8 @@ use common::{records, trace_path, N};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kubevents::clock::FakeClock;
 use kubevents::correlator::{CorrelatorOptions, EventCorrelator, KeyFuncs};
-use kubevents::event::{Event, EventSource, ObjectReference};
 use kubevents::event::{make_event_into, EventInput, UuidSource};
+use kubevents::event::{Event, EventSource, ObjectReference};
 use kubevents::sim::{JsonLines, Simulator};
 use kubevents::time::Time;
 

@@ -14,7 +14,6 @@ use crate::event::{EventSource, EventType, ObjectReference};
 use crate::sync::lock;
 use crate::time::Time;
 
-
 /// Under pressure, one recorder call in this many looks for drops at the watchers' queues: summing them
 /// takes their locks, and a queue of 1000 fills in more calls than that (`report_shut_down` looks too).
 const DROP_CHECK_EVERY: u64 = 64;

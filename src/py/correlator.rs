@@ -15,8 +15,8 @@ use crate::correlator::{
     DEFAULT_MAX_EVENTS, DEFAULT_MAX_INTERVAL_SECONDS, DEFAULT_QPS,
 };
 use crate::error::Error;
-use crate::event::{Event, EventSource};
 use crate::event::{make_event as core_make_event, EventInput, UuidSource};
+use crate::event::{Event, EventSource};
 
 /// The correlator's options as Python passes them, to `Correlator`, `Broadcaster` and `simulate` as keywords
 /// and to `replay_grid` as grid entries. `options()` is the one conversion; the core checks the values.

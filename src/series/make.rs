@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use super::event::EventV1;
 use crate::event::{ObjectMeta, ObjectReference};
-use crate::names::generate_event_name;
 use crate::event::{UuidSource, NAMESPACE_DEFAULT};
+use crate::names::generate_event_name;
 use crate::time::Time;
 
 /// The API server's limit on `note`, in bytes (`NoteLengthLimit`).

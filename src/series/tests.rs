@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use super::*;
 use crate::clock::{Clock, FakeClock};
-use crate::event::{EventSeries, ObjectReference};
 use crate::event::UuidSource;
+use crate::event::{EventSeries, ObjectReference};
 use crate::sink::{WriteError, DEFAULT_MAX_TRIES};
 use crate::time::{Time, NANOS_PER_SECOND};
 
