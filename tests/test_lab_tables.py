@@ -133,3 +133,11 @@ def test_kubectl_dump_as_a_table() -> None:
     table = trace.to_arrow()
     assert table["t_ns"].to_pylist() == [r["t_ns"] for r in trace]
     assert kubevents.simulate(table).totals == kubevents.simulate(trace).totals
+
+
+def test_to_records_gives_back_the_records(records: list[dict]) -> None:
+    back = traces.to_records(traces.to_arrow(records))
+    assert kubevents.simulate(back).totals == kubevents.simulate(records).totals
+    assert back[5]["annotations"] == {"team": "a"}
+    assert {k: v for k, v in records[0].items() if v} == {
+        k: v for k, v in back[0].items() if k != "involved"} | {"involved": records[0]["involved"]}

@@ -109,3 +109,24 @@ def read_parquet(path: str | os.PathLike[str]) -> pyarrow.Table:
     table = pq.read_table(os.fspath(path))
     _check(table)
     return table
+
+
+def to_records(table: Any) -> list[dict[str, Any]]:
+    """The rows of a trace table as records (dicts in the JSON Lines shape, ``involved`` nested), e.g. to look
+    at them or to plot them; empty strings and absent annotations are left out, as a record may leave them."""
+    pa = _pyarrow()
+    _check(table)
+    out = []
+    for row in pa.table(table).to_pylist():
+        r: dict[str, Any] = {"t_ns": row["t_ns"], "involved": {}}
+        for key, value in row.items():
+            if key == "t_ns" or not value:
+                continue
+            if key.startswith("involved."):
+                r["involved"][key.split(".", 1)[1]] = value
+            elif key == "annotations":
+                r[key] = dict(value)
+            else:
+                r[key] = value
+        out.append(r)
+    return out

@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypedDict
 
 from kubevents._tables import COLUMNS as TABLE_COLUMNS
-from kubevents._tables import read_parquet, to_arrow, to_parquet
+from kubevents._tables import read_parquet, to_arrow, to_parquet, to_records
 
-__all__ = ["TABLE_COLUMNS", "kubelet_storm", "read_parquet", "to_arrow", "to_parquet"]
+__all__ = ["TABLE_COLUMNS", "kubelet_storm", "read_parquet", "to_arrow", "to_parquet", "to_records"]
 
 _T0 = 1_767_225_600 * 10**9  # 2026-01-01T00:00:00Z
 _S = 10**9
