@@ -25,7 +25,7 @@ use arrow_array::types::{
     TimestampNanosecondType, TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
 use arrow_array::{Array, ArrayRef, DictionaryArray, Int64Array, MapArray, RecordBatch};
-use arrow_buffer::ArrowNativeType;
+use arrow_buffer::{ArrowNativeType, NullBuffer};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 
 use super::counts::Action;
@@ -135,12 +135,41 @@ impl Layout {
 /// A string column of one batch, read without copying.
 enum Text<'a> {
     Absent,
-    Null,
-    Utf8(&'a arrow_array::StringArray),
-    Large(&'a arrow_array::LargeStringArray),
-    View(&'a arrow_array::StringViewArray),
+    Plain(Plain<'a>),
     /// A dictionary: its keys (any integer type) index its values.
-    Dict(&'a dyn Array, Keys<'a>, Box<Text<'a>>),
+    Dict(Option<&'a NullBuffer>, Keys<'a>, Plain<'a>),
+}
+
+/// A column of strings themselves (not a dictionary of them).
+enum Plain<'a> {
+    Null,
+    Utf8(Offsets<'a, i32>),
+    Large(Offsets<'a, i64>),
+    View(&'a arrow_array::StringViewArray),
+}
+
+/// A utf8 or large_utf8 column as its buffers: the hot path reads a value as one slice of `data`.
+struct Offsets<'a, O> {
+    offsets: &'a [O],
+    data: &'a [u8],
+    nulls: Option<&'a NullBuffer>,
+}
+
+impl<'a, O: arrow_array::OffsetSizeTrait> Offsets<'a, O> {
+    fn of(a: &'a arrow_array::GenericStringArray<O>) -> Self {
+        Offsets { offsets: a.value_offsets(), data: a.values().as_slice(), nulls: a.nulls() }
+    }
+
+    #[inline]
+    fn get(&self, row: usize) -> &'a str {
+        if self.nulls.is_some_and(|n| n.is_null(row)) {
+            return "";
+        }
+        let bytes = &self.data[self.offsets[row].as_usize()..self.offsets[row + 1].as_usize()];
+        // SAFETY: `Table::new` validated the column (`validate_full`): its offsets fall on UTF-8 boundaries
+        // of valid UTF-8 data, as the `value` accessor of the array assumes as well.
+        unsafe { std::str::from_utf8_unchecked(bytes) }
+    }
 }
 
 /// A dictionary's keys as the slice of their native integers.
@@ -173,16 +202,40 @@ impl Keys<'_> {
 
 fn dict<'a, K: ArrowDictionaryKeyType>(a: &'a dyn Array, keys: impl FnOnce(&'a [K::Native]) -> Keys<'a>) -> Text<'a> {
     let d: &'a DictionaryArray<K> = a.as_dictionary::<K>();
-    Text::Dict(d.keys(), keys(d.keys().values()), Box::new(Text::of(d.values().as_ref())))
+    Text::Dict(d.keys().nulls(), keys(d.keys().values()), Plain::of(d.values().as_ref()))
+}
+
+impl<'a> Plain<'a> {
+    /// A string column whose type `Layout::new` accepted (a dictionary's values are strings too).
+    fn of(a: &'a dyn Array) -> Plain<'a> {
+        match a.data_type() {
+            DataType::Utf8 => Plain::Utf8(Offsets::of(a.as_string::<i32>())),
+            DataType::LargeUtf8 => Plain::Large(Offsets::of(a.as_string::<i64>())),
+            DataType::Utf8View => Plain::View(a.as_string_view()),
+            _ => Plain::Null,
+        }
+    }
+
+    #[inline]
+    fn get(&self, row: usize) -> &'a str {
+        match self {
+            Plain::Null => "",
+            Plain::Utf8(s) => s.get(row),
+            Plain::Large(s) => s.get(row),
+            Plain::View(s) => {
+                if s.is_null(row) {
+                    ""
+                } else {
+                    s.value(row)
+                }
+            }
+        }
+    }
 }
 
 impl<'a> Text<'a> {
-    /// A column whose type `Layout::new` accepted.
     fn of(a: &'a dyn Array) -> Text<'a> {
         match a.data_type() {
-            DataType::Utf8 => Text::Utf8(a.as_string::<i32>()),
-            DataType::LargeUtf8 => Text::Large(a.as_string::<i64>()),
-            DataType::Utf8View => Text::View(a.as_string_view()),
             DataType::Dictionary(k, _) => match k.as_ref() {
                 DataType::Int8 => dict::<Int8Type>(a, Keys::I8),
                 DataType::Int16 => dict::<Int16Type>(a, Keys::I16),
@@ -193,37 +246,17 @@ impl<'a> Text<'a> {
                 DataType::UInt32 => dict::<UInt32Type>(a, Keys::U32),
                 _ => dict::<UInt64Type>(a, Keys::U64),
             },
-            _ => Text::Null,
+            _ => Text::Plain(Plain::of(a)),
         }
     }
 
     #[inline]
     fn get(&self, row: usize) -> &'a str {
         match self {
-            Text::Absent | Text::Null => "",
-            Text::Utf8(s) => {
-                if s.is_null(row) {
-                    ""
-                } else {
-                    s.value(row)
-                }
-            }
-            Text::Large(s) => {
-                if s.is_null(row) {
-                    ""
-                } else {
-                    s.value(row)
-                }
-            }
-            Text::View(s) => {
-                if s.is_null(row) {
-                    ""
-                } else {
-                    s.value(row)
-                }
-            }
-            Text::Dict(array, keys, values) => {
-                if array.is_null(row) {
+            Text::Absent => "",
+            Text::Plain(p) => p.get(row),
+            Text::Dict(nulls, keys, values) => {
+                if nulls.is_some_and(|n| n.is_null(row)) {
                     ""
                 } else {
                     values.get(keys.get(row))
@@ -305,31 +338,43 @@ impl<'a> BatchView<'a> {
 
     /// Row `row` of the batch as a record borrowing the batch's strings.
     pub fn record(&self, row: usize) -> Result<Record<'a>> {
-        let s = |k: usize| Cow::Borrowed(self.strings[k].get(row));
-        Ok(Record {
-            t_ns: self.times.get(row, self.first_row + row as u64)?,
-            source_component: s(0),
-            source_host: s(1),
-            involved: InvolvedRecord {
-                kind: s(2),
-                namespace: s(3),
-                name: s(4),
-                uid: s(5),
-                api_version: s(6),
-                resource_version: s(7),
-                field_path: s(8),
-            },
-            type_: s(9),
-            reason: s(10),
-            message: s(11),
-            annotations: self.annotations(row),
-        })
+        let mut r = Record::default();
+        self.fill(row, &mut r)?;
+        Ok(r)
+    }
+
+    /// Row `row` written over `r` (a record reused from row to row costs no moves).
+    #[inline]
+    pub fn fill(&self, row: usize, r: &mut Record<'a>) -> Result<()> {
+        r.t_ns = self.times.get(row, self.first_row + row as u64)?;
+        let i = &mut r.involved;
+        let fields = [
+            &mut r.source_component,
+            &mut r.source_host,
+            &mut i.kind,
+            &mut i.namespace,
+            &mut i.name,
+            &mut i.uid,
+            &mut i.api_version,
+            &mut i.resource_version,
+            &mut i.field_path,
+            &mut r.type_,
+            &mut r.reason,
+            &mut r.message,
+        ];
+        for (field, column) in fields.into_iter().zip(&self.strings) {
+            *field = Cow::Borrowed(column.get(row));
+        }
+        if self.annotations.is_some() {
+            r.annotations = self.annotations(row);
+        }
+        Ok(())
     }
 
     fn annotations(&self, row: usize) -> BTreeMap<String, String> {
         let Some(m) = self.annotations.filter(|m| !m.is_null(row)) else { return BTreeMap::new() };
         let entries = m.value(row);
-        let (keys, values) = (Text::of(entries.column(0).as_ref()), Text::of(entries.column(1).as_ref()));
+        let (keys, values) = (Plain::of(entries.column(0).as_ref()), Plain::of(entries.column(1).as_ref()));
         (0..entries.len()).map(|i| (keys.get(i).to_owned(), values.get(i).to_owned())).collect()
     }
 }
