@@ -30,7 +30,9 @@ use arrow_schema::{DataType, Field, Schema, TimeUnit};
 
 use super::counts::Action;
 use super::simulator::{Simulator, Step};
-use super::trace::{InvolvedRecord, Record};
+#[cfg(test)]
+use super::trace::InvolvedRecord;
+use super::trace::Record;
 use crate::error::{Error, Result};
 
 /// The string columns, in the order [`BatchView::record`] reads them.
