@@ -84,8 +84,8 @@ impl PyArrowTable {
 /// laid out in columns in Rust.
 #[pyfunction]
 pub fn _records_table(py: Python<'_>, trace: &Bound<'_, PyAny>) -> PyResult<PyArrowTable> {
-    let records = super::lab::load_records(py, trace)?;
-    let batch = py.detach(|| records_to_batch(&records));
+    let records = super::sim::Trace::from_py(trace)?.records(py)?;
+    let batch = super::lifecycle::detach(py, || records.collect().map(|r| records_to_batch(&r)))?;
     Ok(PyArrowTable::new(batch.schema(), vec![batch]))
 }
 

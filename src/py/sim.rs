@@ -41,10 +41,7 @@ impl Trace {
             return Ok(Trace::Path(trace.extract()?));
         }
         let it = trace.try_iter().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "trace: expected a path, a table or an iterable of records, got {}",
-                type_name(trace)
-            ))
+            PyTypeError::new_err(format!("trace: expected a path or an iterable of records, got {}", type_name(trace)))
         })?;
         Ok(if it.is(trace) { Trace::Iterator(it.unbind()) } else { Trace::Iterable(trace.clone().unbind()) })
     }

@@ -280,6 +280,33 @@ mod tests {
         assert!(decisions.iter().any(|d| d.action == Action::Skip));
     }
 
+    /// The records as a table of two batches, split at `at`.
+    fn table(all: &[Record<'static>], at: usize) -> Records {
+        let (a, b) =
+            (super::super::table::records_to_batch(&all[..at]), super::super::table::records_to_batch(&all[at..]));
+        Records::Table(Arc::new(Table::new(&a.schema(), vec![a, b]).unwrap()), 0, 0)
+    }
+
+    #[test]
+    fn a_table_replays_and_decides_as_its_records() {
+        let n = 2 * BATCH + 5;
+        let all = records(n as i64);
+        let mut sim = simulator();
+        table(&all, 700).run(&mut sim).unwrap();
+        let mut want = simulator();
+        batches(all.clone(), std::sync::Arc::default()).run(&mut want).unwrap();
+        assert_eq!(sim.report(), want.report());
+        assert_eq!(table(&all, BATCH).collect().unwrap(), all);
+        let decisions: Vec<_> =
+            Decisions::new(simulator(), batches(all.clone(), std::sync::Arc::default())).map(Result::unwrap).collect();
+        let mut from_table = Decisions::new(simulator(), table(&all, 700));
+        let first = from_table.next().unwrap().unwrap();
+        assert_eq!(first, decisions[0]);
+        let rest = from_table.drain_columns().unwrap().finish();
+        assert_eq!(rest.num_rows(), n - 1, "the rest, across both batches");
+        assert!(from_table.next().is_none());
+    }
+
     #[test]
     fn an_error_of_the_caller_ends_the_replay_with_it() {
         let mut records = Records::Batches(Box::new(|_| Err(Error::value("trace item 3", "bad"))));
