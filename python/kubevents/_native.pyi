@@ -171,6 +171,23 @@ class Decisions(Iterator[_Decision]):
 
     def __iter__(self) -> Decisions: ...
     def __next__(self) -> _Decision: ...
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The decisions not iterated yet as an Arrow C stream (``pyarrow.table(sim.decisions())``)."""
+
+__all__ += ["ArrowTable", "_check_table", "_records_table"]
+
+@final
+class ArrowTable:
+    """Record batches made by kubevents, for ``pyarrow.table(t)`` or ``polars.DataFrame(t)``."""
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+    def __len__(self) -> int: ...
+
+class _ArrowStream(Protocol):
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+
+def _records_table(trace: str | PathLike[str] | Iterable[_Record]) -> ArrowTable: ...
+def _check_table(table: _ArrowStream) -> None: ...
 
 @final
 class Simulation:
@@ -193,7 +210,7 @@ class Simulation:
         """The metrics as a pandas DataFrame: one row, or one row per object with ``objects=True``."""
 
 def simulate(
-    trace: str | PathLike[str] | Iterable[_Record],
+    trace: str | PathLike[str] | Iterable[_Record] | _ArrowStream,
     *,
     lru_cache_size: int = 4096,
     burst: int = 25,
@@ -854,7 +871,7 @@ class _ObjectMetrics(_ReplayMetrics):
     name: str
 
 def replay_grid(
-    trace: str | PathLike[str] | Iterable[_Record],
+    trace: str | PathLike[str] | Iterable[_Record] | _ArrowStream,
     grid: Iterable[Mapping[str, float]],
     *,
     window: _DurationLike | None = None,

@@ -92,6 +92,24 @@ class SweepResult(list[dict[str, Any]]):
             raise ImportError(f"to_pandas() needs pandas ({e}); install it with: pip install 'kubevents[lab]'") from e
         return pd.DataFrame(list(self))
 
+    def to_arrow(self) -> Any:
+        """The rows as a pyarrow Table, one column per grid option and metric (needs pyarrow)."""
+        try:
+            import pyarrow as pa
+        except ImportError as e:
+            raise ImportError(f"to_arrow() needs pyarrow ({e}); install it with: pip install 'kubevents[lab]'") from e
+        return pa.Table.from_pylist(list(self))
+
+    def to_polars(self) -> Any:
+        """The rows as a polars DataFrame (needs polars: ``pip install 'kubevents[polars]'``)."""
+        try:
+            import polars as pl
+        except ImportError as e:
+            raise ImportError(
+                f"to_polars() needs polars ({e}); install it with: pip install 'kubevents[polars]'"
+            ) from e
+        return pl.DataFrame(list(self))
+
 
 def combinations(grid: _Grid) -> list[dict[str, float]]:
     """Every combination of a grid ``{"burst": [10, 25], "qps": [0.01]}`` as a list of option dicts, the last
@@ -130,7 +148,7 @@ def _run_chunk(trace: Any, chunk: list[dict[str, float]], window: float, workers
 
 
 def sweep(
-    trace: str | os.PathLike[str] | Iterable[Mapping[str, Any]],
+    trace: str | os.PathLike[str] | Iterable[Mapping[str, Any]] | Any,
     grid: _Grid,
     *,
     metrics: Sequence[str] = METRICS,
@@ -142,7 +160,8 @@ def sweep(
 ) -> SweepResult:
     """Replays ``trace`` once per combination of ``grid`` and returns one row per combination.
 
-    ``trace`` is a JSON Lines path or an iterable of records (read once, then kept in memory). ``grid`` maps
+    ``trace`` is a JSON Lines path, an iterable of records (read once, then kept in memory), or a table
+    (pyarrow, polars: see ``kubevents.traces``), read in place and shared by the threads. ``grid`` maps
     option names (``GRID_OPTIONS``) to lists of values, or is a list of option dicts. A row holds every grid
     option of its combination, then the ``metrics`` asked for (names from ``METRICS``), with peak rates over
     windows of ``window`` seconds.
@@ -197,7 +216,10 @@ def _sweep_on(
     bar: Any,
 ) -> list[Any]:
     # Paths, workloads and kubectl traces travel small; other one-shot iterables must become lists to travel.
-    if not isinstance(trace, (str, os.PathLike, Sequence, Workload, KubectlTrace)):
+    # Tables (pyarrow, polars) travel as they are: both pickle their buffers.
+    if not isinstance(trace, (str, os.PathLike, Sequence, Workload, KubectlTrace)) and not hasattr(
+        trace, "__arrow_c_stream__"
+    ):
         trace = list(trace)
     if chunksize is None:
         chunksize = min(64, max(1, math.ceil(len(combos) / (4 * (os.cpu_count() or 1)))))

@@ -18,16 +18,18 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(f"kubevents.plots needs matplotlib ({e}); install it with: pip install 'kubevents[lab]'") from e
 
 import kubevents
-from kubevents.traces import read_jsonl
+from kubevents.traces import read_jsonl, to_records
 
 __all__ = ["budget_timeline", "heatmap", "writes_over_time"]
 
-_Trace = str | os.PathLike[str] | Iterable[Mapping[str, Any]]
+_Trace = str | os.PathLike[str] | Iterable[Mapping[str, Any]] | Any
 
 
 def _records(trace: _Trace) -> list[Mapping[str, Any]]:
     if isinstance(trace, (str, os.PathLike)):
         return list(read_jsonl(trace))
+    if hasattr(trace, "__arrow_c_stream__"):
+        return list(to_records(trace))
     return list(trace)
 
 

@@ -10,6 +10,11 @@ A record is a dict in the JSON Lines format of the project's workload generator:
 
 ``t_ns`` and ``involved`` are required; the strings may be left out (empty). ``involved.resource_version``
 and ``annotations`` (a dict of str) are optional. Unknown keys are an error, so a misspelt field is caught.
+
+A trace can also be a table (pyarrow, polars, anything with ``__arrow_c_stream__``) with one row per record
+and the involved object's fields flattened into columns (``involved.namespace``); ``to_arrow``,
+``to_parquet`` and ``read_parquet`` make and read them, and ``TABLE_COLUMNS`` lists the columns (their types
+are in the docs of ``kubevents._tables``).
 """
 
 from __future__ import annotations
@@ -24,7 +29,10 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypedDict
 
-__all__ = ["kubelet_storm"]
+from kubevents._tables import COLUMNS as TABLE_COLUMNS
+from kubevents._tables import read_parquet, to_arrow, to_parquet, to_records
+
+__all__ = ["TABLE_COLUMNS", "kubelet_storm", "read_parquet", "to_arrow", "to_parquet", "to_records"]
 
 _T0 = 1_767_225_600 * 10**9  # 2026-01-01T00:00:00Z
 _S = 10**9
@@ -494,6 +502,10 @@ class KubectlTrace:
 
     def __repr__(self) -> str:
         return f"<KubectlTrace: {self._len} occurrences of {len(self._events)} events>"
+
+    def to_arrow(self) -> Any:
+        """The occurrences as a pyarrow ``Table`` (``to_arrow``), e.g. to keep the dump as a Parquet trace."""
+        return to_arrow(self)
 
 
 def from_kubectl(path_or_obj: str | os.PathLike[str] | Mapping[str, Any] | list[Any]) -> KubectlTrace:

@@ -9,7 +9,30 @@ use super::correlator::CorrelatorArgs;
 use super::errors::int_arg;
 use super::lifecycle;
 use super::sim::{window_from_py, Trace};
-use crate::sim::sweep::{sweep, Progress};
+use crate::correlator::CorrelatorOptions;
+use crate::sim::sweep::{sweep, Progress, SharedTrace};
+use crate::sim::Summary;
+
+/// The sweep on native threads with the GIL released; `on_result` and signal checks on the calling thread.
+fn run_sweep<T: SharedTrace + ?Sized>(
+    py: Python<'_>,
+    trace: &T,
+    options: &[CorrelatorOptions],
+    window_ns: i64,
+    workers: usize,
+    on_result: Option<&Py<PyAny>>,
+) -> PyResult<Vec<Summary>> {
+    lifecycle::detach(py, || {
+        sweep::<T, PyErr>(trace, options, window_ns, workers, |p| {
+            lifecycle::attach(|py| {
+                if let (Progress::Done(i, s), Some(f)) = (&p, on_result) {
+                    f.bind(py).call1((*i, pythonize(py, &s.row(window_ns, true))?))?;
+                }
+                py.check_signals()
+            })
+        })
+    })
+}
 
 /// Replays one trace under each entry of `grid` (dicts of `simulate` options; missing ones take client-go's
 /// defaults) on `workers` native threads with the GIL released, and returns the metrics of each replay in
@@ -42,18 +65,14 @@ pub fn replay_grid<'py>(
         }
     }
     let workers = workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let records = Trace::from_py(trace)?.records(py)?;
-    let summaries = lifecycle::detach(py, || {
-        let records = records.collect()?;
-        sweep::<PyErr>(&records, &options, window_ns, workers, |p| {
-            lifecycle::attach(|py| {
-                if let (Progress::Done(i, s), Some(f)) = (&p, &on_result) {
-                    f.bind(py).call1((*i, pythonize(py, &s.row(window_ns, true))?))?;
-                }
-                py.check_signals()
-            })
-        })
-    })?;
+    let summaries = match Trace::from_py(trace)? {
+        Trace::Table(table) => run_sweep(py, &*table, &options, window_ns, workers, on_result.as_ref())?,
+        other => {
+            let records = other.records(py)?;
+            let records = lifecycle::detach(py, || records.collect())?;
+            run_sweep(py, &records[..], &options, window_ns, workers, on_result.as_ref())?
+        }
+    };
     let rows: Vec<_> = summaries.iter().map(|s| s.row(window_ns, true)).collect();
     Ok(pythonize(py, &rows)?)
 }

@@ -17,6 +17,7 @@ mod series;
 // --- PLEG ---
 mod pleg;
 // Tuning lab: replay metrics and parameter sweeps.
+mod arrow;
 mod lab;
 
 use pyo3::prelude::*;
@@ -56,6 +57,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pleg::register(m)?;
     // Tuning lab.
     m.add_function(wrap_pyfunction!(lab::replay_grid, m)?)?;
+    m.add_class::<arrow::PyArrowTable>()?;
+    m.add_function(wrap_pyfunction!(arrow::_records_table, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::_check_table, m)?)?;
     // Exit and fork (kubevents._lifecycle).
     m.add_function(wrap_pyfunction!(lifecycle::_close_gate, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_after_fork_in_child, m)?)?;

@@ -2,13 +2,14 @@
 
 use crate::sync::lock;
 use std::path::PathBuf;
-use std::sync::{Mutex, TryLockError};
+use std::sync::{Arc, Mutex, TryLockError};
 
 use pyo3::exceptions::{PyImportError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyIterator, PyList, PyString};
 use pythonize::pythonize;
 
+use super::arrow::{is_table, table_from_py, PyArrowTable};
 use super::clock::to_duration;
 use super::convert::{record_from_py, type_name};
 use super::correlator::{key_funcs_from_py, CorrelatorArgs};
@@ -17,10 +18,13 @@ use super::lifecycle;
 use crate::correlator::CorrelatorOptions;
 use crate::sim::metrics::DEFAULT_WINDOW_NS;
 use crate::sim::records::{Decisions, Records, BATCH};
+use crate::sim::table::Table;
 use crate::sim::{Record, Report, Simulator};
 
-/// A trace as given: a path, or an iterable of records.
+/// A trace as given: a path, a table, or an iterable of records.
 pub enum Trace {
+    /// Anything with `__arrow_c_stream__`, read once (its buffers are kept, not copied).
+    Table(Arc<Table>),
     Path(PathBuf),
     /// An iterable that `iter()` can walk again (a list, or a re-iterable object).
     Iterable(Py<PyAny>),
@@ -30,6 +34,9 @@ pub enum Trace {
 
 impl Trace {
     pub fn from_py(trace: &Bound<'_, PyAny>) -> PyResult<Trace> {
+        if is_table(trace) {
+            return Ok(Trace::Table(Arc::new(table_from_py(trace)?)));
+        }
         if trace.is_instance_of::<PyString>() || trace.hasattr("__fspath__")? {
             return Ok(Trace::Path(trace.extract()?));
         }
@@ -43,6 +50,7 @@ impl Trace {
     pub fn records(&self, py: Python<'_>) -> PyResult<Records> {
         let it = match self {
             Trace::Path(p) => return Ok(Records::open(p)?),
+            Trace::Table(t) => return Ok(Records::Table(Arc::clone(t), 0, 0)),
             Trace::Iterable(obj) => obj.bind(py).try_iter()?.unbind(),
             Trace::Iterator(it) => it.clone_ref(py),
         };
@@ -214,6 +222,20 @@ impl PyDecisions {
             None => Ok(None),
             Some(d) => Ok(Some(pythonize(py, &d?)?)),
         }
+    }
+
+    /// The Arrow PyCapsule interface: the decisions not iterated yet as a table with the columns of the
+    /// dicts (`pyarrow.table(sim.decisions())`, `polars.DataFrame(sim.decisions())`). It replays the rest of
+    /// the trace, after which the iterator is exhausted.
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, pyo3::types::PyCapsule>> {
+        let columns = lifecycle::detach(py, || lock(&self.inner).drain_columns())?;
+        let batch = columns.finish();
+        PyArrowTable::new(batch.schema(), vec![batch]).__arrow_c_stream__(py, requested_schema)
     }
 }
 

@@ -11,6 +11,17 @@ pub enum Action {
     Skip,
 }
 
+impl Action {
+    /// The name that decisions carry (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Patch => "patch",
+            Action::Skip => "skip",
+        }
+    }
+}
+
 /// The counts of a replay or of one object. `creates + patches + skips == events`; `aggregated` counts the
 /// events the aggregator replaced by a "(combined from similar events)" event, whether written or skipped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]

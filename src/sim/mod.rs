@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod records;
 mod simulator;
 pub mod sweep;
+pub mod table;
 pub mod trace;
 
 pub use counts::{Action, ObjectKey, ObjectTotals, Totals};

@@ -5,11 +5,13 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::counts::Action;
 use super::simulator::{Simulator, Step};
+use super::table::{DecisionColumns, Table};
 use super::trace::{JsonLines, Record};
 use crate::error::{Error, Result};
 
@@ -22,6 +24,8 @@ pub type NextBatch = Box<dyn FnMut(&mut Vec<Record<'static>>) -> Result<()> + Se
 pub enum Records {
     File(JsonLines<BufReader<File>>),
     Batches(NextBatch),
+    /// An Arrow table, read in place from its next row (batch, row within it).
+    Table(Arc<Table>, usize, usize),
 }
 
 impl Records {
@@ -58,6 +62,24 @@ impl Records {
                 }
                 Ok(batch.len() == BATCH)
             }
+            Records::Table(table, at_batch, at_row) => {
+                let mut record = Record::default();
+                let mut left = BATCH;
+                while left > 0 && *at_batch < table.batches() {
+                    let view = table.view(*at_batch);
+                    while *at_row < view.len() && left > 0 {
+                        view.fill(*at_row, &mut record)?;
+                        each(sim.step(&record)?, sim);
+                        *at_row += 1;
+                        left -= 1;
+                    }
+                    if *at_row == view.len() {
+                        *at_batch += 1;
+                        *at_row = 0;
+                    }
+                }
+                Ok(*at_batch < table.batches())
+            }
         }
     }
 
@@ -65,6 +87,9 @@ impl Records {
     pub fn run(&mut self, sim: &mut Simulator) -> Result<()> {
         if let Records::File(lines) = self {
             return sim.run_jsonl(lines).map(drop);
+        }
+        if let Records::Table(table, 0, 0) = self {
+            return table.each(|r| sim.step(r).map(|_| true));
         }
         let mut batch = Vec::with_capacity(BATCH);
         while self.step_batch(sim, &mut batch, |_, _| {})? {}
@@ -87,6 +112,10 @@ impl Records {
                     break;
                 }
             },
+            Records::Table(table, ..) => table.each(|r| {
+                out.push(r.clone().into_owned());
+                Ok(true)
+            })?,
         }
         Ok(out)
     }
@@ -141,6 +170,23 @@ impl Decisions {
     /// The next decision if it is computed already; `next()` computes more.
     pub fn next_ready(&mut self) -> Option<Decision> {
         self.ready.pop_front()
+    }
+
+    /// Every decision not taken yet, as columns; the iterator is exhausted afterwards.
+    pub fn drain_columns(&mut self) -> Result<DecisionColumns> {
+        let mut cols = DecisionColumns::default();
+        for d in self.ready.drain(..) {
+            let event = match (&d.name, d.count, &d.message) {
+                (Some(n), Some(c), Some(m)) => Some((n.as_str(), c, m.as_str())),
+                _ => None,
+            };
+            cols.push(d.index, d.action, event, d.patch.as_deref());
+        }
+        let Decisions { sim, records, batch, done, .. } = self;
+        while !*done {
+            *done = !records.step_batch(sim, batch, |step, sim| cols.push_step(&step, sim))?;
+        }
+        Ok(cols)
     }
 }
 
@@ -232,6 +278,33 @@ mod tests {
         let first_patch = decisions.iter().find(|d| d.action == Action::Patch).unwrap();
         assert!(first_patch.patch.as_deref().unwrap().starts_with(r#"{"count":2"#), "{first_patch:?}");
         assert!(decisions.iter().any(|d| d.action == Action::Skip));
+    }
+
+    /// The records as a table of two batches, split at `at`.
+    fn table(all: &[Record<'static>], at: usize) -> Records {
+        let (a, b) =
+            (super::super::table::records_to_batch(&all[..at]), super::super::table::records_to_batch(&all[at..]));
+        Records::Table(Arc::new(Table::new(&a.schema(), vec![a, b]).unwrap()), 0, 0)
+    }
+
+    #[test]
+    fn a_table_replays_and_decides_as_its_records() {
+        let n = 2 * BATCH + 5;
+        let all = records(n as i64);
+        let mut sim = simulator();
+        table(&all, 700).run(&mut sim).unwrap();
+        let mut want = simulator();
+        batches(all.clone(), std::sync::Arc::default()).run(&mut want).unwrap();
+        assert_eq!(sim.report(), want.report());
+        assert_eq!(table(&all, BATCH).collect().unwrap(), all);
+        let decisions: Vec<_> =
+            Decisions::new(simulator(), batches(all.clone(), std::sync::Arc::default())).map(Result::unwrap).collect();
+        let mut from_table = Decisions::new(simulator(), table(&all, 700));
+        let first = from_table.next().unwrap().unwrap();
+        assert_eq!(first, decisions[0]);
+        let rest = from_table.drain_columns().unwrap().finish();
+        assert_eq!(rest.num_rows(), n - 1, "the rest, across both batches");
+        assert!(from_table.next().is_none());
     }
 
     #[test]

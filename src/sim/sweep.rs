@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::metrics::Summary;
 use super::simulator::Simulator;
+use super::table::Table;
 use super::trace::Record;
 use crate::correlator::{CorrelatorOptions, KeyFuncs};
 use crate::error::{Error, Result};
@@ -20,23 +21,47 @@ pub const TICK: Duration = Duration::from_millis(100);
 /// Records replayed between two looks at the stop flag.
 const STOP_EVERY: usize = 4096;
 
-/// Replays `records` under `options`, collecting metrics with windows of `window_ns`.
-pub fn replay(
-    records: &[Record<'static>],
+/// A trace held in memory, which the replays of a sweep read at once.
+pub trait SharedTrace: Sync {
+    /// Hands every record to `f` in order, until `f` returns false or fails.
+    fn each(&self, f: impl FnMut(&Record<'_>) -> Result<bool>) -> Result<()>;
+}
+
+impl SharedTrace for [Record<'static>] {
+    fn each(&self, mut f: impl FnMut(&Record<'_>) -> Result<bool>) -> Result<()> {
+        for r in self {
+            if !f(r)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SharedTrace for Table {
+    fn each(&self, f: impl FnMut(&Record<'_>) -> Result<bool>) -> Result<()> {
+        Table::each(self, f)
+    }
+}
+
+/// Replays `trace` under `options`, collecting metrics with windows of `window_ns`; None once stopped.
+pub fn replay<T: SharedTrace + ?Sized>(
+    trace: &T,
     options: CorrelatorOptions,
     window_ns: i64,
     stop: &AtomicBool,
 ) -> Result<Option<Summary>> {
     let mut sim = Simulator::new(options, KeyFuncs::default(), false)?.with_metrics(window_ns);
-    for chunk in records.chunks(STOP_EVERY) {
-        if stop.load(Ordering::Relaxed) {
-            return Ok(None);
+    let (mut n, mut stopped) = (0usize, false);
+    trace.each(|r| {
+        if n % STOP_EVERY == 0 && stop.load(Ordering::Relaxed) {
+            stopped = true;
+            return Ok(false);
         }
-        for r in chunk {
-            sim.step(r)?;
-        }
-    }
-    Ok(sim.summary())
+        n += 1;
+        sim.step(r).map(|_| true)
+    })?;
+    Ok(if stopped { None } else { sim.summary() })
 }
 
 /// What the calling thread is told while the sweep runs.
@@ -49,8 +74,8 @@ pub enum Progress<'a> {
 
 /// Replays `records` once per entry of `grid` on `workers` threads; the results are in grid order.
 /// `on_progress` runs on the calling thread; returning an error stops the workers and the sweep returns it.
-pub fn sweep<E: From<Error>>(
-    records: &[Record<'static>],
+pub fn sweep<T: SharedTrace + ?Sized, E: From<Error>>(
+    records: &T,
     grid: &[CorrelatorOptions],
     window_ns: i64,
     workers: usize,
@@ -138,7 +163,7 @@ mod tests {
             .flat_map(|&burst| [2, 10].map(|max_events| CorrelatorOptions { burst, max_events, ..Default::default() }))
             .collect();
         let mut seen = vec![];
-        let got = sweep::<Error>(&records, &grid, 1_000_000_000, 2, |p| {
+        let got = sweep::<_, Error>(&records[..], &grid, 1_000_000_000, 2, |p| {
             if let Progress::Done(i, _) = p {
                 seen.push(i);
             }
@@ -149,7 +174,7 @@ mod tests {
         assert_eq!(seen, (0..grid.len()).collect::<Vec<_>>());
         let never = AtomicBool::new(false);
         for (options, summary) in grid.iter().zip(&got) {
-            assert_eq!(Some(*summary), replay(&records, *options, 1_000_000_000, &never).unwrap());
+            assert_eq!(Some(*summary), replay(&records[..], *options, 1_000_000_000, &never).unwrap());
         }
         assert_ne!(got[0].writes(), got[6].writes());
     }
@@ -159,7 +184,7 @@ mod tests {
         let records = records();
         let grid = vec![CorrelatorOptions::default(); 50];
         let mut calls = 0;
-        let err = sweep::<Error>(&records, &grid, 1, 2, |_| {
+        let err = sweep::<_, Error>(&records[..], &grid, 1, 2, |_| {
             calls += 1;
             Err(Error::value("", "stop"))
         })

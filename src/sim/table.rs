@@ -1,0 +1,724 @@
+//! Traces as Arrow tables: one row per record, the fields of a trace record as columns, with the involved
+//! object's fields flattened (`involved.namespace`). Rows are read in place: a record borrows its strings
+//! from the column buffers, so a replay from a table copies nothing per row before the correlator does.
+//!
+//! Columns, all optional except `t_ns` and at least one `involved.*` column (as a JSON record needs `t_ns`
+//! and `involved`):
+//! - `t_ns`: int64 nanoseconds since the Unix epoch, or a timestamp of any unit; never null;
+//! - the strings of [`STRING_COLUMNS`]: utf8, large_utf8, utf8_view, or a dictionary of one of them
+//!   (pandas categoricals, polars enums); null reads as empty, as in a JSON record;
+//! - `annotations`: a map of string to string.
+//!
+//! A column of another name or type is an error naming it, so a misspelt column is caught.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    ArrayBuilder, Int32Builder, MapBuilder, StringBuilder, StringDictionaryBuilder, UInt64Builder,
+};
+use arrow_array::cast::AsArray;
+use arrow_array::types::ArrowDictionaryKeyType;
+use arrow_array::types::{
+    Int16Type, Int32Type, Int64Type, Int8Type, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+};
+use arrow_array::{Array, ArrayRef, DictionaryArray, Int64Array, MapArray, RecordBatch};
+use arrow_buffer::{ArrowNativeType, NullBuffer};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
+
+use super::counts::Action;
+use super::simulator::{Simulator, Step};
+#[cfg(test)]
+use super::trace::InvolvedRecord;
+use super::trace::Record;
+use crate::error::{Error, Result};
+
+/// The string columns, in the order [`BatchView::record`] reads them.
+pub const STRING_COLUMNS: [&str; 12] = [
+    "source_component",
+    "source_host",
+    "involved.kind",
+    "involved.namespace",
+    "involved.name",
+    "involved.uid",
+    "involved.api_version",
+    "involved.resource_version",
+    "involved.field_path",
+    "type",
+    "reason",
+    "message",
+];
+
+pub const TIME_COLUMN: &str = "t_ns";
+pub const ANNOTATIONS_COLUMN: &str = "annotations";
+
+/// Where each known column sits in a schema, checked once per table.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    time: usize,
+    strings: [Option<usize>; STRING_COLUMNS.len()],
+    annotations: Option<usize>,
+}
+
+fn is_text(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
+fn is_text_column(t: &DataType) -> bool {
+    match t {
+        DataType::Dictionary(k, v) => k.is_dictionary_key_type() && is_text(v),
+        t => is_text(t) || *t == DataType::Null,
+    }
+}
+
+fn is_time_column(t: &DataType) -> bool {
+    matches!(t, DataType::Int64 | DataType::Timestamp(..))
+}
+
+fn is_annotations_column(t: &DataType) -> bool {
+    match t {
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(fields) => fields.len() == 2 && fields.iter().all(|f| is_text(f.data_type())),
+            _ => false,
+        },
+        DataType::Null => true,
+        _ => false,
+    }
+}
+
+impl Layout {
+    /// Checks a schema against the trace columns: every column known and of a readable type, `t_ns` and
+    /// one `involved.*` column present.
+    pub fn new(schema: &Schema) -> Result<Self> {
+        let mut layout = Layout { time: usize::MAX, strings: [None; STRING_COLUMNS.len()], annotations: None };
+        for (i, field) in schema.fields().iter().enumerate() {
+            let name = field.name().as_str();
+            let t = field.data_type();
+            let ok = if name == TIME_COLUMN {
+                layout.time = i;
+                is_time_column(t)
+            } else if name == ANNOTATIONS_COLUMN {
+                layout.annotations = Some(i);
+                is_annotations_column(t)
+            } else if let Some(k) = STRING_COLUMNS.iter().position(|c| *c == name) {
+                layout.strings[k] = Some(i);
+                is_text_column(t)
+            } else {
+                return Err(Error::value(
+                    name,
+                    format!("unknown trace column (the columns are {TIME_COLUMN}, {}, {ANNOTATIONS_COLUMN})", {
+                        STRING_COLUMNS.join(", ")
+                    }),
+                ));
+            };
+            if !ok {
+                let expected = if name == TIME_COLUMN {
+                    "int64 nanoseconds or a timestamp"
+                } else if name == ANNOTATIONS_COLUMN {
+                    "a map of string to string"
+                } else {
+                    "a string column"
+                };
+                return Err(Error::type_(name, format!("expected {expected}, got {t}")));
+            }
+        }
+        if layout.time == usize::MAX {
+            return Err(Error::value(TIME_COLUMN, "missing column (every record needs its time)"));
+        }
+        if layout.strings[2..9].iter().all(Option::is_none) {
+            return Err(Error::value("involved", "missing columns: a trace needs at least one involved.* column"));
+        }
+        Ok(layout)
+    }
+}
+
+/// A string column of one batch, read without copying.
+enum Text<'a> {
+    Absent,
+    Plain(Plain<'a>),
+    /// A dictionary: its keys (any integer type) index its values.
+    Dict(Option<&'a NullBuffer>, Keys<'a>, Plain<'a>),
+}
+
+/// A column of strings themselves (not a dictionary of them).
+enum Plain<'a> {
+    Null,
+    Utf8(Offsets<'a, i32>),
+    Large(Offsets<'a, i64>),
+    View(&'a arrow_array::StringViewArray),
+}
+
+/// A utf8 or large_utf8 column as its buffers: the hot path reads a value as one slice of `data`.
+struct Offsets<'a, O> {
+    offsets: &'a [O],
+    data: &'a [u8],
+    nulls: Option<&'a NullBuffer>,
+}
+
+impl<'a, O: arrow_array::OffsetSizeTrait> Offsets<'a, O> {
+    fn of(a: &'a arrow_array::GenericStringArray<O>) -> Self {
+        Offsets { offsets: a.value_offsets(), data: a.values().as_slice(), nulls: a.nulls() }
+    }
+
+    #[inline]
+    fn get(&self, row: usize) -> &'a str {
+        if self.nulls.is_some_and(|n| n.is_null(row)) {
+            return "";
+        }
+        let bytes = &self.data[self.offsets[row].as_usize()..self.offsets[row + 1].as_usize()];
+        // SAFETY: `Table::new` validated the column (`validate_full`): its offsets fall on UTF-8 boundaries
+        // of valid UTF-8 data, as the `value` accessor of the array assumes as well.
+        unsafe { std::str::from_utf8_unchecked(bytes) }
+    }
+}
+
+/// A dictionary's keys as the slice of their native integers.
+enum Keys<'a> {
+    I8(&'a [i8]),
+    I16(&'a [i16]),
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+    U8(&'a [u8]),
+    U16(&'a [u16]),
+    U32(&'a [u32]),
+    U64(&'a [u64]),
+}
+
+impl Keys<'_> {
+    #[inline]
+    fn get(&self, row: usize) -> usize {
+        match self {
+            Keys::I8(k) => k[row].as_usize(),
+            Keys::I16(k) => k[row].as_usize(),
+            Keys::I32(k) => k[row].as_usize(),
+            Keys::I64(k) => k[row].as_usize(),
+            Keys::U8(k) => k[row].as_usize(),
+            Keys::U16(k) => k[row].as_usize(),
+            Keys::U32(k) => k[row].as_usize(),
+            Keys::U64(k) => k[row].as_usize(),
+        }
+    }
+}
+
+fn dict<'a, K: ArrowDictionaryKeyType>(a: &'a dyn Array, keys: impl FnOnce(&'a [K::Native]) -> Keys<'a>) -> Text<'a> {
+    let d: &'a DictionaryArray<K> = a.as_dictionary::<K>();
+    Text::Dict(d.keys().nulls(), keys(d.keys().values()), Plain::of(d.values().as_ref()))
+}
+
+impl<'a> Plain<'a> {
+    /// A string column whose type `Layout::new` accepted (a dictionary's values are strings too).
+    fn of(a: &'a dyn Array) -> Plain<'a> {
+        match a.data_type() {
+            DataType::Utf8 => Plain::Utf8(Offsets::of(a.as_string::<i32>())),
+            DataType::LargeUtf8 => Plain::Large(Offsets::of(a.as_string::<i64>())),
+            DataType::Utf8View => Plain::View(a.as_string_view()),
+            _ => Plain::Null,
+        }
+    }
+
+    #[inline]
+    fn get(&self, row: usize) -> &'a str {
+        match self {
+            Plain::Null => "",
+            Plain::Utf8(s) => s.get(row),
+            Plain::Large(s) => s.get(row),
+            Plain::View(s) => {
+                if s.is_null(row) {
+                    ""
+                } else {
+                    s.value(row)
+                }
+            }
+        }
+    }
+}
+
+impl<'a> Text<'a> {
+    fn of(a: &'a dyn Array) -> Text<'a> {
+        match a.data_type() {
+            DataType::Dictionary(k, _) => match k.as_ref() {
+                DataType::Int8 => dict::<Int8Type>(a, Keys::I8),
+                DataType::Int16 => dict::<Int16Type>(a, Keys::I16),
+                DataType::Int32 => dict::<Int32Type>(a, Keys::I32),
+                DataType::Int64 => dict::<Int64Type>(a, Keys::I64),
+                DataType::UInt8 => dict::<UInt8Type>(a, Keys::U8),
+                DataType::UInt16 => dict::<UInt16Type>(a, Keys::U16),
+                DataType::UInt32 => dict::<UInt32Type>(a, Keys::U32),
+                _ => dict::<UInt64Type>(a, Keys::U64),
+            },
+            _ => Text::Plain(Plain::of(a)),
+        }
+    }
+
+    #[inline]
+    fn get(&self, row: usize) -> &'a str {
+        match self {
+            Text::Absent => "",
+            Text::Plain(p) => p.get(row),
+            Text::Dict(nulls, keys, values) => {
+                if nulls.is_some_and(|n| n.is_null(row)) {
+                    ""
+                } else {
+                    values.get(keys.get(row))
+                }
+            }
+        }
+    }
+}
+
+/// The time column of one batch as nanoseconds: its values and how many nanoseconds one unit is.
+struct Times<'a> {
+    values: &'a [i64],
+    scale: i64,
+}
+
+impl<'a> Times<'a> {
+    fn of(a: &'a dyn Array) -> Times<'a> {
+        let (values, scale): (&'a [i64], i64) = match a.data_type() {
+            DataType::Timestamp(TimeUnit::Second, _) => {
+                (a.as_primitive::<TimestampSecondType>().values(), 1_000_000_000)
+            }
+            DataType::Timestamp(TimeUnit::Millisecond, _) => {
+                (a.as_primitive::<TimestampMillisecondType>().values(), 1_000_000)
+            }
+            DataType::Timestamp(TimeUnit::Microsecond, _) => {
+                (a.as_primitive::<TimestampMicrosecondType>().values(), 1_000)
+            }
+            DataType::Timestamp(TimeUnit::Nanosecond, _) => (a.as_primitive::<TimestampNanosecondType>().values(), 1),
+            _ => (a.as_primitive::<Int64Type>().values(), 1),
+        };
+        Times { values, scale }
+    }
+
+    #[inline]
+    fn get(&self, row: usize, row_number: u64) -> Result<i64> {
+        let v = self.values[row];
+        if self.scale == 1 {
+            return Ok(v);
+        }
+        v.checked_mul(self.scale).ok_or_else(|| {
+            Error::value(format!("row {row_number}: {TIME_COLUMN}"), "out of range (nanoseconds past the year 2262)")
+        })
+    }
+}
+
+/// One record batch, ready to hand out records.
+pub struct BatchView<'a> {
+    times: Times<'a>,
+    strings: [Text<'a>; STRING_COLUMNS.len()],
+    annotations: Option<&'a MapArray>,
+    /// The number of the batch's first row in the whole table, for error messages.
+    first_row: u64,
+    len: usize,
+}
+
+impl<'a> BatchView<'a> {
+    pub fn new(layout: &Layout, batch: &'a RecordBatch, first_row: u64) -> Self {
+        let column = |i: Option<usize>| i.map_or(Text::Absent, |i| Text::of(batch.column(i).as_ref()));
+        BatchView {
+            times: Times::of(batch.column(layout.time).as_ref()),
+            strings: std::array::from_fn(|k| column(layout.strings[k])),
+            annotations: layout
+                .annotations
+                .map(|i| batch.column(i))
+                .filter(|c| matches!(c.data_type(), DataType::Map(..)))
+                .map(|c| c.as_map()),
+            first_row,
+            len: batch.num_rows(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Row `row` of the batch as a record borrowing the batch's strings.
+    pub fn record(&self, row: usize) -> Result<Record<'a>> {
+        let mut r = Record::default();
+        self.fill(row, &mut r)?;
+        Ok(r)
+    }
+
+    /// Row `row` written over `r` (a record reused from row to row costs no moves).
+    #[inline]
+    pub fn fill(&self, row: usize, r: &mut Record<'a>) -> Result<()> {
+        r.t_ns = self.times.get(row, self.first_row + row as u64)?;
+        let i = &mut r.involved;
+        let fields = [
+            &mut r.source_component,
+            &mut r.source_host,
+            &mut i.kind,
+            &mut i.namespace,
+            &mut i.name,
+            &mut i.uid,
+            &mut i.api_version,
+            &mut i.resource_version,
+            &mut i.field_path,
+            &mut r.type_,
+            &mut r.reason,
+            &mut r.message,
+        ];
+        for (field, column) in fields.into_iter().zip(&self.strings) {
+            *field = Cow::Borrowed(column.get(row));
+        }
+        if self.annotations.is_some() {
+            r.annotations = self.annotations(row);
+        }
+        Ok(())
+    }
+
+    fn annotations(&self, row: usize) -> BTreeMap<String, String> {
+        let Some(m) = self.annotations.filter(|m| !m.is_null(row)) else { return BTreeMap::new() };
+        let entries = m.value(row);
+        let (keys, values) = (Plain::of(entries.column(0).as_ref()), Plain::of(entries.column(1).as_ref()));
+        (0..entries.len()).map(|i| (keys.get(i).to_owned(), values.get(i).to_owned())).collect()
+    }
+}
+
+/// A trace held as Arrow record batches, checked once; shared by the threads of a sweep.
+pub struct Table {
+    layout: Layout,
+    batches: Vec<RecordBatch>,
+    /// The number of each batch's first row in the table.
+    starts: Vec<u64>,
+    rows: usize,
+}
+
+impl Table {
+    pub fn new(schema: &Schema, batches: Vec<RecordBatch>) -> Result<Self> {
+        let layout = Layout::new(schema)?;
+        // Rows are read without bounds checks on offsets and dictionary keys; data from another library
+        // through the C interface is checked once here instead (UTF-8, offsets, keys in range).
+        for b in &batches {
+            for (field, column) in b.schema_ref().fields().iter().zip(b.columns()) {
+                column
+                    .to_data()
+                    .validate_full()
+                    .map_err(|e| Error::value(field.name().as_str(), format!("invalid Arrow data: {e}")))?;
+            }
+        }
+        let mut first = 0u64;
+        for b in &batches {
+            let times = b.column(layout.time);
+            if let Some(row) = (0..times.len()).find(|&i| times.is_null(i)) {
+                return Err(Error::value(
+                    format!("row {}: {TIME_COLUMN}", first + row as u64),
+                    "null (every record needs its time)",
+                ));
+            }
+            first += b.num_rows() as u64;
+        }
+        let mut starts = Vec::with_capacity(batches.len());
+        let mut rows = 0;
+        for b in &batches {
+            starts.push(rows as u64);
+            rows += b.num_rows();
+        }
+        Ok(Table { layout, batches, starts, rows })
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    pub fn batches(&self) -> usize {
+        self.batches.len()
+    }
+
+    /// Batch `i` as a view.
+    pub fn view(&self, i: usize) -> BatchView<'_> {
+        BatchView::new(&self.layout, &self.batches[i], self.starts[i])
+    }
+
+    /// The batches as views, in order.
+    pub fn views(&self) -> impl Iterator<Item = BatchView<'_>> {
+        (0..self.batches.len()).map(|i| self.view(i))
+    }
+
+    /// Hands every record to `f` in order, until `f` returns false or fails. One record is reused from row
+    /// to row, its strings borrowed from the columns.
+    pub fn each(&self, mut f: impl FnMut(&Record<'_>) -> Result<bool>) -> Result<()> {
+        let mut record = Record::default();
+        for view in self.views() {
+            for row in 0..view.len() {
+                view.fill(row, &mut record)?;
+                if !f(&record)? {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Records as one record batch with the trace columns (`annotations` only when some record has them).
+pub fn records_to_batch(records: &[Record<'_>]) -> RecordBatch {
+    let mut times = Vec::with_capacity(records.len());
+    let mut strings: [StringBuilder; STRING_COLUMNS.len()] = std::array::from_fn(|_| StringBuilder::new());
+    let with_annotations = records.iter().any(|r| !r.annotations.is_empty());
+    let mut annotations = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+    for r in records {
+        times.push(r.t_ns);
+        let i = &r.involved;
+        let fields = [
+            &r.source_component,
+            &r.source_host,
+            &i.kind,
+            &i.namespace,
+            &i.name,
+            &i.uid,
+            &i.api_version,
+            &i.resource_version,
+            &i.field_path,
+            &r.type_,
+            &r.reason,
+            &r.message,
+        ];
+        for (b, v) in strings.iter_mut().zip(fields) {
+            b.append_value(v);
+        }
+        if with_annotations {
+            for (k, v) in &r.annotations {
+                annotations.keys().append_value(k);
+                annotations.values().append_value(v);
+            }
+            // A map builder's append fails only when keys and values differ in number.
+            annotations.append(true).expect("as many keys as values");
+        }
+    }
+    let mut fields = vec![Field::new(TIME_COLUMN, DataType::Int64, false)];
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(times))];
+    for (name, mut b) in STRING_COLUMNS.iter().zip(strings) {
+        fields.push(Field::new(*name, DataType::Utf8, false));
+        columns.push(Arc::new(b.finish()));
+    }
+    if with_annotations {
+        let a = annotations.finish();
+        fields.push(Field::new(ANNOTATIONS_COLUMN, a.data_type().clone(), false));
+        columns.push(Arc::new(a));
+    }
+    // The columns are built to the schema's types and lengths, which is all `try_new` checks.
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("columns match the schema")
+}
+
+/// The decisions of a replay as columns: index, action, and for a write the event's name, count and
+/// message, and for a patch its body.
+pub struct DecisionColumns {
+    index: UInt64Builder,
+    action: StringDictionaryBuilder<Int8Type>,
+    name: StringBuilder,
+    count: Int32Builder,
+    message: StringBuilder,
+    patch: StringBuilder,
+}
+
+impl Default for DecisionColumns {
+    fn default() -> Self {
+        DecisionColumns {
+            index: UInt64Builder::new(),
+            action: StringDictionaryBuilder::new(),
+            name: StringBuilder::new(),
+            count: Int32Builder::new(),
+            message: StringBuilder::new(),
+            patch: StringBuilder::new(),
+        }
+    }
+}
+
+impl DecisionColumns {
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// One decision; `event` is `(name, count, message)` of the event written (None for a skip).
+    pub fn push(&mut self, index: u64, action: Action, event: Option<(&str, i32, &str)>, patch: Option<&str>) {
+        self.index.append_value(index);
+        self.action.append_value(action.as_str());
+        self.name.append_option(event.map(|e| e.0));
+        self.count.append_option(event.map(|e| e.1));
+        self.message.append_option(event.map(|e| e.2));
+        self.patch.append_option(patch);
+    }
+
+    /// The decision `sim` just made.
+    pub fn push_step(&mut self, step: &Step, sim: &Simulator) {
+        let e = sim.event();
+        let event = (step.action != Action::Skip).then_some((e.metadata.name.as_str(), e.count, e.message.as_str()));
+        let patch = sim.patch().map(String::from_utf8_lossy);
+        self.push(step.index, step.action, event, patch.as_deref());
+    }
+
+    pub fn finish(mut self) -> RecordBatch {
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("index", Arc::new(self.index.finish())),
+            ("action", Arc::new(self.action.finish())),
+            ("name", Arc::new(self.name.finish())),
+            ("count", Arc::new(self.count.finish())),
+            ("message", Arc::new(self.message.finish())),
+            ("patch", Arc::new(self.patch.finish())),
+        ];
+        let schema = Schema::new(
+            columns
+                .iter()
+                .map(|(n, a)| Field::new(*n, a.data_type().clone(), *n != "index" && *n != "action"))
+                .collect::<Vec<_>>(),
+        );
+        // Every column got one value per push.
+        RecordBatch::try_new(Arc::new(schema), columns.into_iter().map(|(_, a)| a).collect())
+            .expect("columns of equal length")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::{StringArray, StringViewArray, TimestampMicrosecondArray};
+
+    use super::*;
+
+    fn batch(columns: Vec<(&str, ArrayRef)>) -> (Schema, RecordBatch) {
+        let schema =
+            Schema::new(columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect::<Vec<_>>());
+        let batch =
+            RecordBatch::try_new(Arc::new(schema.clone()), columns.into_iter().map(|(_, a)| a).collect()).unwrap();
+        (schema, batch)
+    }
+
+    fn records(table: &Table) -> Result<Vec<Record<'static>>> {
+        let mut out = Vec::new();
+        table.each(|r| {
+            out.push(r.clone().into_owned());
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
+    #[test]
+    fn rows_read_as_the_json_records_they_stand_for() {
+        let dict: DictionaryArray<Int8Type> = vec![Some("Pod"), None].into_iter().collect();
+        let (schema, b) = batch(vec![
+            ("t_ns", Arc::new(Int64Array::from(vec![5, 6])) as ArrayRef),
+            ("involved.kind", Arc::new(dict)),
+            ("involved.name", Arc::new(StringViewArray::from(vec![Some("p-1"), Some("p-2")]))),
+            ("reason", Arc::new(StringArray::from(vec![Some("BackOff"), None]))),
+        ]);
+        let got = records(&Table::new(&schema, vec![b]).unwrap()).unwrap();
+        let want = |t_ns, kind: &str, name: &str, reason: &str| Record {
+            t_ns,
+            involved: InvolvedRecord {
+                kind: kind.to_owned().into(),
+                name: name.to_owned().into(),
+                ..Default::default()
+            },
+            reason: reason.to_owned().into(),
+            ..Default::default()
+        };
+        assert_eq!(got, vec![want(5, "Pod", "p-1", "BackOff"), want(6, "", "p-2", "")]);
+    }
+
+    #[test]
+    fn timestamps_of_any_unit_become_nanoseconds_and_rows_count_across_batches() {
+        let col = |v: Vec<Option<i64>>| Arc::new(TimestampMicrosecondArray::from(v)) as ArrayRef;
+        let name = || Arc::new(StringArray::from(vec!["a"])) as ArrayRef;
+        let (schema, b1) = batch(vec![("t_ns", col(vec![Some(7)])), ("involved.name", name())]);
+        let (_, b2) = batch(vec![("t_ns", col(vec![None])), ("involved.name", name())]);
+        let table = Table::new(&schema, vec![b1.clone()]).unwrap();
+        assert_eq!(records(&table).unwrap()[0].t_ns, 7_000);
+        let err = Table::new(&schema, vec![b1, b2]).err().unwrap();
+        assert_eq!(err.to_string(), "row 1: t_ns: null (every record needs its time)");
+        let (schema, b) = batch(vec![("t_ns", col(vec![Some(i64::MAX / 10)])), ("involved.name", name())]);
+        let err = records(&Table::new(&schema, vec![b]).unwrap()).unwrap_err();
+        assert!(err.to_string().starts_with("row 0: t_ns: out of range"), "{err}");
+    }
+
+    #[test]
+    fn annotations_come_from_a_map_column() {
+        let mut m = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+        m.keys().append_value("k");
+        m.values().append_value("v");
+        m.append(true).unwrap();
+        m.append(false).unwrap();
+        let (schema, b) = batch(vec![
+            ("t_ns", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+            ("involved.name", Arc::new(StringArray::from(vec!["a", "b"]))),
+            ("annotations", Arc::new(m.finish())),
+        ]);
+        let got = records(&Table::new(&schema, vec![b]).unwrap()).unwrap();
+        assert_eq!(got[0].annotations, BTreeMap::from([("k".to_owned(), "v".to_owned())]));
+        assert!(got[1].annotations.is_empty());
+    }
+
+    #[test]
+    fn wrong_unknown_and_missing_columns_are_named() {
+        let t = || Arc::new(Int64Array::from(vec![1])) as ArrayRef;
+        let s = || Arc::new(StringArray::from(vec!["x"])) as ArrayRef;
+        let err = |cols| Layout::new(&batch(cols).0).unwrap_err().to_string();
+        assert!(err(vec![("t_ns", t()), ("involved.nmae", s())]).starts_with("involved.nmae: unknown trace column"));
+        assert_eq!(
+            err(vec![("t_ns", s()), ("involved.name", s())]),
+            "t_ns: expected int64 nanoseconds or a timestamp, got Utf8"
+        );
+        assert_eq!(err(vec![("t_ns", t()), ("reason", t())]), "reason: expected a string column, got Int64");
+        assert_eq!(err(vec![("involved.name", s())]), "t_ns: missing column (every record needs its time)");
+        assert_eq!(
+            err(vec![("t_ns", t()), ("reason", s())]),
+            "involved: missing columns: a trace needs at least one involved.* column"
+        );
+    }
+
+    #[test]
+    fn records_round_trip_through_a_batch() {
+        let mut a = Record {
+            t_ns: 3,
+            source_component: "kubelet".into(),
+            involved: InvolvedRecord { kind: "Pod".into(), name: "p".into(), ..Default::default() },
+            message: "m".into(),
+            ..Default::default()
+        };
+        let b = Record { t_ns: 4, ..a.clone() };
+        a.annotations.insert("k".into(), "v".into());
+        let batch = records_to_batch(&[a.clone(), b.clone()]);
+        let table = Table::new(&batch.schema(), vec![batch]).unwrap();
+        assert_eq!(records(&table).unwrap(), vec![a, b]);
+    }
+
+    #[test]
+    fn decisions_become_columns() {
+        use crate::correlator::{CorrelatorOptions, KeyFuncs};
+        let r = Record {
+            t_ns: 1_700_000_000_000_000_000,
+            involved: InvolvedRecord { kind: "Pod".into(), name: "p".into(), ..Default::default() },
+            reason: "BackOff".into(),
+            message: "m".into(),
+            ..Default::default()
+        };
+        let mut sim = Simulator::new(CorrelatorOptions::default(), KeyFuncs::default(), false).unwrap();
+        let mut cols = DecisionColumns::default();
+        for _ in 0..2 {
+            let step = sim.step(&r).unwrap();
+            cols.push_step(&step, &sim);
+        }
+        cols.push(2, Action::Skip, None, None);
+        let b = cols.finish();
+        assert_eq!(b.num_rows(), 3);
+        let action = b.column(1).as_dictionary::<Int8Type>();
+        let action = action.downcast_dict::<arrow_array::StringArray>().unwrap();
+        use arrow_array::ArrayAccessor;
+        assert_eq!([action.value(0), action.value(1), action.value(2)], ["create", "patch", "skip"]);
+        assert_eq!(b.column(3).as_primitive::<Int32Type>().value(1), 2);
+        assert!(b.column(5).is_null(0) && !b.column(5).is_null(1) && b.column(2).is_null(2));
+    }
+}
