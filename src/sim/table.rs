@@ -162,7 +162,7 @@ impl<'a, O: arrow_array::OffsetSizeTrait> Offsets<'a, O> {
         Offsets { offsets: a.value_offsets(), data: a.values().as_slice(), nulls: a.nulls() }
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&self, row: usize) -> &'a str {
         if self.nulls.is_some_and(|n| n.is_null(row)) {
             return "";
@@ -187,7 +187,7 @@ enum Keys<'a> {
 }
 
 impl Keys<'_> {
-    #[inline]
+    #[inline(always)]
     fn get(&self, row: usize) -> usize {
         match self {
             Keys::I8(k) => k[row].as_usize(),
@@ -218,7 +218,7 @@ impl<'a> Plain<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&self, row: usize) -> &'a str {
         match self {
             Plain::Null => "",
@@ -252,7 +252,7 @@ impl<'a> Text<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&self, row: usize) -> &'a str {
         match self {
             Text::Absent => "",
@@ -292,7 +292,7 @@ impl<'a> Times<'a> {
         Times { values, scale }
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&self, row: usize, row_number: u64) -> Result<i64> {
         let v = self.values[row];
         if self.scale == 1 {
@@ -346,7 +346,7 @@ impl<'a> BatchView<'a> {
     }
 
     /// Row `row` written over `r` (a record reused from row to row costs no moves).
-    #[inline]
+    #[inline(always)]
     pub fn fill(&self, row: usize, r: &mut Record<'a>) -> Result<()> {
         r.t_ns = self.times.get(row, self.first_row + row as u64)?;
         let i = &mut r.involved;

@@ -153,6 +153,15 @@ fn line_error(line: &str, first: serde_json::Error) -> Error {
     }
 }
 
+/// The error of a line the fast parser refused, in serde_json's words (`line_error`), so that messages do not
+/// depend on the parser; should serde_json accept the line, the fast parser's own message is kept.
+fn parse_error(line: &str, fast: sonic_rs::Error) -> Error {
+    match serde_json::from_str::<Record<'_>>(line) {
+        Err(e) => line_error(line, e),
+        Ok(_) => Error::value("", fast.to_string()),
+    }
+}
+
 /// Reads records from JSON Lines, skipping blank lines; errors carry the 1-based line number.
 pub struct JsonLines<R> {
     reader: R,
@@ -182,7 +191,7 @@ impl<R: BufRead> JsonLines<R> {
             }
         }
         let (line, line_no) = (self.line.trim(), self.line_no);
-        Some(serde_json::from_str(line).map_err(|e| line_error(line, e).at_line(line_no)))
+        Some(sonic_rs::from_str(line).map_err(|e| parse_error(line, e).at_line(line_no)))
     }
 }
 
@@ -242,5 +251,30 @@ mod tests {
             .unwrap()
             .unwrap_err();
         assert!(err.to_string().contains("unknown field `reson`"), "{err}");
+    }
+
+    /// The fast parser accepts and refuses what serde_json does, for what traces hold.
+    #[test]
+    fn the_fast_parser_agrees_with_serde_json() {
+        for line in [
+            r#"{"t_ns": 1, "involved": {"name": "a\"b\u00e9\ud83d\ude00"}, "message": "tab\there"}"#,
+            r#"{"t_ns": 1, "involved": {}} x"#,
+            r#"{"t_ns": 1, "involved": {}, "t_ns": 2}"#,
+            r#"{"t_ns": 1e3, "involved": {}}"#,
+            r#"{"t_ns": 99999999999999999999, "involved": {}}"#,
+            r#"{"t_ns": -5, "involved": {"kind": null}}"#,
+            r#"{"t_ns": 1, "involved": {}, "annotations": {"k": "v", "l": null}}"#,
+            r#"{"t_ns": 1, "involved": {},}"#,
+            r#"{"t_ns": 1, "involved": {}, "message": "\x"}"#,
+            r#"[1]"#,
+        ] {
+            let fast: std::result::Result<Record<'_>, _> = sonic_rs::from_str(line);
+            let slow: std::result::Result<Record<'_>, _> = serde_json::from_str(line);
+            match (fast, slow) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{line}"),
+                (Err(_), Err(_)) => {}
+                (a, b) => panic!("{line}: sonic-rs {a:?}, serde_json {b:?}"),
+            }
+        }
     }
 }
