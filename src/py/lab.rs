@@ -10,7 +10,7 @@ use super::errors::int_arg;
 use super::lifecycle;
 use super::sim::{window_from_py, Trace};
 use crate::correlator::CorrelatorOptions;
-use crate::sim::sweep::{sweep, Progress, SharedTrace};
+use crate::sim::sweep::{sweep, SharedTrace, SweepProgress};
 use crate::sim::Summary;
 
 /// The sweep on native threads with the GIL released; `on_result` and signal checks on the calling thread.
@@ -25,7 +25,7 @@ fn run_sweep<T: SharedTrace + ?Sized>(
     lifecycle::detach(py, || {
         sweep::<T, PyErr>(trace, options, window_ns, workers, |p| {
             lifecycle::attach(|py| {
-                if let (Progress::Done(i, s), Some(f)) = (&p, on_result) {
+                if let (SweepProgress::Done(i, s), Some(f)) = (&p, on_result) {
                     f.bind(py).call1((*i, pythonize(py, &s.row(window_ns, true))?))?;
                 }
                 py.check_signals()

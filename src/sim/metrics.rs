@@ -194,7 +194,7 @@ struct PerObject {
 }
 
 /// Skipped occurrences of one event still waiting for a write.
-struct Pending {
+struct UnreportedRun {
     n: u64,
     sum_t: i128,
     min_t: i64,
@@ -266,14 +266,14 @@ pub struct Metrics {
     messages: HashMap<Ids<3>, bool, RandomState>,
     reasons: HashMap<Ids<2>, bool, RandomState>,
     /// By object id and event name (names are unique only within a namespace).
-    pending: HashMap<Box<[u8]>, (u32, Pending), RandomState>,
+    pending: HashMap<Box<[u8]>, (u32, UnreportedRun), RandomState>,
     overall: Summary,
     window: Window,
     key: Vec<u8>,
 }
 
 /// One replayed occurrence as the metrics see it.
-pub struct Occurrence<'a> {
+pub struct Observation<'a> {
     pub t_ns: i64,
     pub object: (&'a str, &'a str, &'a str),
     pub reason: &'a str,
@@ -327,7 +327,7 @@ impl Metrics {
         id
     }
 
-    pub fn observe(&mut self, o: &Occurrence<'_>) {
+    pub fn observe(&mut self, o: &Observation<'_>) {
         let id = self.object_id(o.object);
         let written = o.action != Action::Skip;
 
@@ -354,7 +354,7 @@ impl Metrics {
                         object.pending_events += 1;
                         self.pending
                             .entry(key.as_slice().into())
-                            .or_insert((id, Pending { n: 0, sum_t: 0, min_t: o.t_ns }))
+                            .or_insert((id, UnreportedRun { n: 0, sum_t: 0, min_t: o.t_ns }))
                     }
                 };
                 p.n += 1;
@@ -458,7 +458,7 @@ mod tests {
             Replay { metrics: Metrics::new(window_ns, per_object), totals: Totals::default(), objects: HashMap::new() }
         }
 
-        fn observe(&mut self, o: &Occurrence<'_>) {
+        fn observe(&mut self, o: &Observation<'_>) {
             self.metrics.observe(o);
             self.totals.count(o.action, o.aggregated);
             let (kind, namespace, name) = o.object;
@@ -485,8 +485,8 @@ mod tests {
         aggregated: bool,
         event: &'a str,
         count: i32,
-    ) -> Occurrence<'a> {
-        Occurrence {
+    ) -> Observation<'a> {
+        Observation {
             t_ns: t * S,
             object: ("Pod", "default", name),
             reason,

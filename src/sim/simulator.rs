@@ -135,7 +135,7 @@ impl Simulator {
         }
         if let Some(m) = self.metrics.as_mut() {
             let i = &record.involved;
-            m.observe(&metrics::Occurrence {
+            m.observe(&metrics::Observation {
                 t_ns: record.t_ns,
                 object: (&i.kind, &i.namespace, &i.name),
                 reason: &record.reason,

@@ -65,7 +65,7 @@ pub fn replay<T: SharedTrace + ?Sized>(
 }
 
 /// What the calling thread is told while the sweep runs.
-pub enum Progress<'a> {
+pub enum SweepProgress<'a> {
     /// Combination `index` finished with this summary.
     Done(usize, &'a Summary),
     /// Nothing finished for a `TICK`.
@@ -79,7 +79,7 @@ pub fn sweep<T: SharedTrace + ?Sized, E: From<Error>>(
     grid: &[CorrelatorOptions],
     window_ns: i64,
     workers: usize,
-    mut on_progress: impl FnMut(Progress<'_>) -> std::result::Result<(), E>,
+    mut on_progress: impl FnMut(SweepProgress<'_>) -> std::result::Result<(), E>,
 ) -> std::result::Result<Vec<Summary>, E> {
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
@@ -112,12 +112,12 @@ pub fn sweep<T: SharedTrace + ?Sized, E: From<Error>>(
                 Ok((i, Ok(Some(summary)))) => {
                     done += 1;
                     results[i] = Some(summary);
-                    on_progress(Progress::Done(i, &summary))
+                    on_progress(SweepProgress::Done(i, &summary))
                 }
                 // Replays stop early only once the sweep is stopping.
                 Ok((_, Ok(None))) => Ok(()),
                 Ok((_, Err(e))) => Err(E::from(e)),
-                Err(mpsc::RecvTimeoutError::Timeout) => on_progress(Progress::Idle),
+                Err(mpsc::RecvTimeoutError::Timeout) => on_progress(SweepProgress::Idle),
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     Err(E::from(Error::value("", "a replay thread ended without a result")))
                 }
@@ -164,7 +164,7 @@ mod tests {
             .collect();
         let mut seen = vec![];
         let got = sweep::<_, Error>(&records[..], &grid, 1_000_000_000, 2, |p| {
-            if let Progress::Done(i, _) = p {
+            if let SweepProgress::Done(i, _) = p {
                 seen.push(i);
             }
             Ok(())
