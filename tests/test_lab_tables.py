@@ -141,3 +141,18 @@ def test_to_records_gives_back_the_records(records: list[dict]) -> None:
     assert back[5]["annotations"] == {"team": "a"}
     assert {k: v for k, v in records[0].items() if v} == {
         k: v for k, v in back[0].items() if k != "involved"} | {"involved": records[0]["involved"]}
+
+
+def test_metrics_as_an_arrow_table(records: list[dict]) -> None:
+    sim = kubevents.simulate(traces.to_arrow(records), metrics=True, per_object=True)
+    overall = pa.table(sim.to_arrow())
+    assert overall.to_pylist() == [sim.metrics]
+    assert overall.schema.field("events").type == pa.uint64()
+    assert overall.schema.field("message_share").type == pa.float64()
+    objects = pl.DataFrame(sim.to_arrow(objects=True))
+    assert objects.to_dicts() == sim.object_metrics()
+    assert objects.columns[:3] == ["kind", "namespace", "name"]
+    with pytest.raises(TypeError, match="metrics were not collected"):
+        kubevents.simulate(records).to_arrow()
+    with pytest.raises(TypeError, match="per-object metrics were not kept"):
+        kubevents.simulate(records, metrics=True).to_arrow(objects=True)

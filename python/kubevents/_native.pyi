@@ -198,6 +198,8 @@ class Simulation:
         """Counts of the replay; ``creates + patches + skips == events``."""
     def top_objects(self, n: int = 10) -> list[_Object_Totals]:
         """The ``n`` objects with the most API writes; needs ``simulate(..., per_object=True)``."""
+    def to_arrow(self, objects: bool = False) -> ArrowTable:
+        """The metrics as an Arrow table: one row, or one per object with ``objects=True``."""
     def decisions(self) -> Decisions:
         """Replays the trace again and yields one decision per input event."""
     # Tuning lab: replay metrics (``simulate(..., metrics=True)``).

@@ -18,7 +18,7 @@ use super::lifecycle;
 use crate::correlator::CorrelatorOptions;
 use crate::sim::metrics::DEFAULT_WINDOW_NS;
 use crate::sim::records::{Decisions, Records, BATCH};
-use crate::sim::table::Table;
+use crate::sim::table::{rows_to_batch, Table};
 use crate::sim::{Record, Report, Simulator};
 
 /// A trace as given: a path, a table, or an iterable of records.
@@ -167,6 +167,24 @@ impl PySimulation {
             ))
         })?;
         pandas.getattr("DataFrame")?.call1((rows,))
+    }
+
+    /// The metrics as an Arrow table (`pyarrow.table(...)`, `polars.DataFrame(...)`): one row for the whole
+    /// replay, or with `objects=True` one row per object (as `object_metrics()`), typed columns built in Rust.
+    #[pyo3(signature = (objects=false))]
+    fn to_arrow(&self, objects: bool) -> PyResult<PyArrowTable> {
+        let m = self.report.metrics.as_ref().ok_or_else(not_collected)?;
+        let batch = if objects {
+            let rows = self.report.object_metrics.as_ref().ok_or_else(|| {
+                PyTypeError::new_err(
+                    "per-object metrics were not kept: call simulate(..., metrics=True, per_object=True)",
+                )
+            })?;
+            rows_to_batch(rows)?
+        } else {
+            rows_to_batch(std::slice::from_ref(m))?
+        };
+        Ok(PyArrowTable::new(batch.schema(), vec![batch]))
     }
 
     /// Replays the trace again and yields one dict per input event: `index`, `action` ("create", "patch"

@@ -33,6 +33,8 @@ use super::simulator::{Simulator, Step};
 #[cfg(test)]
 use super::trace::InvolvedRecord;
 use super::trace::Record;
+use serde::de::{Deserializer, Visitor};
+
 use crate::error::{Error, Result};
 
 /// The string columns, in the order [`BatchView::record`] reads them.
@@ -583,6 +585,73 @@ impl DecisionColumns {
     }
 }
 
+/// Rows of any serializable struct (the metrics rows) as columns, one per field in the order the first row
+/// that has it names it: unsigned integers as uint64, other integers as int64, other numbers as float64,
+/// strings as utf8; a field a row leaves out is null there.
+pub fn rows_to_batch<T: serde::Serialize>(rows: &[T]) -> Result<RecordBatch> {
+    use serde_json::Value;
+    let mut names: Vec<String> = Vec::new();
+    let mut maps = Vec::with_capacity(rows.len());
+    for row in rows {
+        let text = serde_json::to_string(row).map_err(|e| Error::value("", e.to_string()))?;
+        // The text keeps the struct's field order, which the parsed map (sorted) does not.
+        let keys: KeysInOrder = serde_json::from_str(&text).map_err(|e| Error::value("", e.to_string()))?;
+        for k in keys.0 {
+            if !names.contains(&k) {
+                names.push(k);
+            }
+        }
+        // Values straight from the row: a float read back from text may differ in its last bit.
+        let Value::Object(map) = serde_json::to_value(row).map_err(|e| Error::value("", e.to_string()))? else {
+            return Err(Error::value("", "a row must serialize as a map"));
+        };
+        maps.push(map);
+    }
+    let mut fields = Vec::with_capacity(names.len());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(names.len());
+    for name in &names {
+        let values: Vec<Option<&Value>> = maps.iter().map(|m| m.get(name).filter(|v| !v.is_null())).collect();
+        let present = || values.iter().flatten();
+        let column: ArrayRef = if present().all(|v| v.is_u64()) {
+            Arc::new(values.iter().map(|v| v.and_then(Value::as_u64)).collect::<arrow_array::UInt64Array>())
+        } else if present().all(|v| v.is_i64()) {
+            Arc::new(values.iter().map(|v| v.and_then(Value::as_i64)).collect::<Int64Array>())
+        } else if present().all(|v| v.is_number()) {
+            Arc::new(values.iter().map(|v| v.and_then(Value::as_f64)).collect::<arrow_array::Float64Array>())
+        } else if present().all(|v| v.is_string()) {
+            Arc::new(values.iter().map(|v| v.and_then(Value::as_str)).collect::<arrow_array::StringArray>())
+        } else {
+            return Err(Error::type_(name.as_str(), "a column must hold numbers or strings"));
+        };
+        fields.push(Field::new(name.as_str(), column.data_type().clone(), column.null_count() > 0));
+        columns.push(column);
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| Error::value("", e.to_string()))
+}
+
+/// The keys of a JSON object in the order they are written.
+struct KeysInOrder(Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for KeysInOrder {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> Visitor<'de> for Keys {
+            type Value = KeysInOrder;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<KeysInOrder, A::Error> {
+                let mut keys = Vec::new();
+                while let Some((k, serde::de::IgnoredAny)) = map.next_entry::<String, serde::de::IgnoredAny>()? {
+                    keys.push(k);
+                }
+                Ok(KeysInOrder(keys))
+            }
+        }
+        d.deserialize_map(Keys)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use arrow_array::{StringArray, StringViewArray, TimestampMicrosecondArray};
@@ -720,5 +789,29 @@ mod tests {
         assert_eq!([action.value(0), action.value(1), action.value(2)], ["create", "patch", "skip"]);
         assert_eq!(b.column(3).as_primitive::<Int32Type>().value(1), 2);
         assert!(b.column(5).is_null(0) && !b.column(5).is_null(1) && b.column(2).is_null(2));
+    }
+
+    #[test]
+    fn serializable_rows_become_typed_columns() {
+        #[derive(serde::Serialize)]
+        struct Row {
+            name: &'static str,
+            n: u64,
+            delta: i64,
+            share: f64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            peak: Option<u64>,
+        }
+        let rows = [
+            Row { name: "a", n: 1, delta: -1, share: 0.5, peak: Some(3) },
+            Row { name: "b", n: 2, delta: 2, share: 1.0, peak: None },
+        ];
+        let b = rows_to_batch(&rows).unwrap();
+        let names: Vec<_> = b.schema().fields().iter().map(|f| f.name().clone()).collect();
+        assert_eq!(names, ["name", "n", "delta", "share", "peak"]);
+        let types: Vec<_> = b.schema().fields().iter().map(|f| f.data_type().clone()).collect();
+        assert_eq!(types, [DataType::Utf8, DataType::UInt64, DataType::Int64, DataType::Float64, DataType::UInt64]);
+        assert_eq!(b.column(3).as_primitive::<arrow_array::types::Float64Type>().value(1), 1.0);
+        assert!(b.column(4).is_null(1) && !b.column(4).is_null(0));
     }
 }
