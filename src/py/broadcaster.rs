@@ -440,103 +440,111 @@ pub(crate) fn checked_call(
 
 impl PyRecorder {
     #[allow(clippy::too_many_arguments)]
-    fn generate(
+    fn generate<'py>(
         &self,
-        py: Python<'_>,
-        obj: &Bound<'_, PyAny>,
+        obj: &Bound<'py, PyAny>,
         annotations: Option<BTreeMap<String, String>>,
         type_: &Bound<'_, PyString>,
         reason: String,
         message: String,
         time: Option<crate::time::Time>,
         field_path: Option<&str>,
-    ) -> PyResult<()> {
-        let b = &self.binding;
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let (b, py) = (&self.binding, obj.py());
         b.check()?;
         let (type_, reference) = checked_call(obj, type_, field_path)?;
-        if !self.core.record(reference, annotations, type_, reason, message, time)? {
-            return Ok(());
+        if !self.core.record(reference, annotations.filter(|a| !a.is_empty()), type_, reason, message, time)? {
+            return Ok(None);
         }
         b.turns.hand_over(py);
         // Never on an asyncio loop's thread, which the wait would stall, async sinks included.
         if self.core.should_catch_up() && b.running_loop.bind(py).call0()?.is_none() {
             lifecycle::detach(py, || self.core.catch_up());
         }
-        Ok(())
+        Ok(None)
     }
 }
 
-#[pymethods]
-impl PyRecorder {
-    /// Records an event for `obj` with `message` as given.
-    #[pyo3(signature = (obj, r#type, reason, message, *, field_path=None))]
-    fn event(
-        &self,
-        py: Python<'_>,
-        obj: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
-        #[pyo3(from_py_with = str_opt::reason)] reason: String,
-        #[pyo3(from_py_with = str_opt::message)] message: String,
-        field_path: Option<&str>,
-    ) -> PyResult<()> {
-        self.generate(py, obj, None, &r#type, reason, message, None, field_path)
-    }
+/// The `#[pymethods]` of `Recorder` for `$ty`, with `$extra` methods: each converts its arguments, in the same
+/// order with the same errors, for `$ty::generate(obj, annotations, type, reason, message, time, field_path)`.
+/// `testing::PyRecorderCheck` takes them too, so that its checks cannot drift from the recorder's. The caller
+/// imports `str_opt`, `format_message` and `to_time`.
+macro_rules! recorder_methods {
+    ($ty:ty { $($extra:tt)* }) => {
+        #[pymethods]
+        impl $ty {
+            /// Records an event for `obj` with `message` as given.
+            #[pyo3(signature = (obj, r#type, reason, message, *, field_path=None))]
+            fn event<'py>(
+                &self,
+                obj: &Bound<'py, PyAny>,
+                #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
+                #[pyo3(from_py_with = str_opt::reason)] reason: String,
+                #[pyo3(from_py_with = str_opt::message)] message: String,
+                field_path: Option<&str>,
+            ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+                self.generate(obj, None, &r#type, reason, message, None, field_path)
+            }
 
-    /// Records an event whose message is `fmt % args` (or `fmt` as it is when no args are given).
-    #[pyo3(signature = (obj, r#type, reason, fmt, *args, field_path=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn eventf(
-        &self,
-        py: Python<'_>,
-        obj: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
-        #[pyo3(from_py_with = str_opt::reason)] reason: String,
-        #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
-        args: &Bound<'_, PyTuple>,
-        field_path: Option<&str>,
-    ) -> PyResult<()> {
-        let message = format_message(&fmt, args)?;
-        self.generate(py, obj, None, &r#type, reason, message, None, field_path)
-    }
+            /// Records an event whose message is `fmt % args` (or `fmt` as it is when no args are given).
+            #[pyo3(signature = (obj, r#type, reason, fmt, *args, field_path=None))]
+            #[allow(clippy::too_many_arguments)]
+            fn eventf<'py>(
+                &self,
+                obj: &Bound<'py, PyAny>,
+                #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
+                #[pyo3(from_py_with = str_opt::reason)] reason: String,
+                #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
+                args: &Bound<'_, PyTuple>,
+                field_path: Option<&str>,
+            ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+                let message = format_message(&fmt, args)?;
+                self.generate(obj, None, &r#type, reason, message, None, field_path)
+            }
 
-    /// `eventf` with annotations on the event.
-    #[pyo3(signature = (obj, annotations, r#type, reason, fmt, *args, field_path=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn annotated_eventf(
-        &self,
-        py: Python<'_>,
-        obj: &Bound<'_, PyAny>,
-        annotations: Option<BTreeMap<String, String>>,
-        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
-        #[pyo3(from_py_with = str_opt::reason)] reason: String,
-        #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
-        args: &Bound<'_, PyTuple>,
-        field_path: Option<&str>,
-    ) -> PyResult<()> {
-        let message = format_message(&fmt, args)?;
-        self.generate(py, obj, annotations.filter(|a| !a.is_empty()), &r#type, reason, message, None, field_path)
-    }
+            /// `eventf` with annotations on the event.
+            #[pyo3(signature = (obj, annotations, r#type, reason, fmt, *args, field_path=None))]
+            #[allow(clippy::too_many_arguments)]
+            fn annotated_eventf<'py>(
+                &self,
+                obj: &Bound<'py, PyAny>,
+                annotations: Option<BTreeMap<String, String>>,
+                #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
+                #[pyo3(from_py_with = str_opt::reason)] reason: String,
+                #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
+                args: &Bound<'_, PyTuple>,
+                field_path: Option<&str>,
+            ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+                let message = format_message(&fmt, args)?;
+                self.generate(obj, annotations, &r#type, reason, message, None, field_path)
+            }
 
-    /// `eventf` for something that happened at `timestamp` (a datetime or epoch seconds), which becomes the
-    /// event's first and last timestamp.
-    #[pyo3(signature = (obj, timestamp, r#type, reason, fmt, *args, field_path=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn past_eventf(
-        &self,
-        py: Python<'_>,
-        obj: &Bound<'_, PyAny>,
-        timestamp: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
-        #[pyo3(from_py_with = str_opt::reason)] reason: String,
-        #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
-        args: &Bound<'_, PyTuple>,
-        field_path: Option<&str>,
-    ) -> PyResult<()> {
-        let t = to_time(timestamp, "timestamp")?;
-        let message = format_message(&fmt, args)?;
-        self.generate(py, obj, None, &r#type, reason, message, Some(t), field_path)
-    }
+            /// `eventf` for something that happened at `timestamp` (a datetime or epoch seconds), which becomes
+            /// the event's first and last timestamp.
+            #[pyo3(signature = (obj, timestamp, r#type, reason, fmt, *args, field_path=None))]
+            #[allow(clippy::too_many_arguments)]
+            fn past_eventf<'py>(
+                &self,
+                obj: &Bound<'py, PyAny>,
+                timestamp: &Bound<'_, PyAny>,
+                #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
+                #[pyo3(from_py_with = str_opt::reason)] reason: String,
+                #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
+                args: &Bound<'_, PyTuple>,
+                field_path: Option<&str>,
+            ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+                let t = to_time(timestamp, "timestamp")?;
+                let message = format_message(&fmt, args)?;
+                self.generate(obj, None, &r#type, reason, message, Some(t), field_path)
+            }
 
+            $($extra)*
+        }
+    };
+}
+pub(crate) use recorder_methods;
+
+recorder_methods!(PyRecorder {
     /// The event source: `{"component": ..., "host": ...}`.
     #[getter]
     fn source<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -551,4 +559,4 @@ impl PyRecorder {
         let source = self.core.source();
         format!("Recorder(component={:?}, host={:?})", source.component, source.host)
     }
-}
+});
