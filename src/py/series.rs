@@ -70,9 +70,7 @@ pub fn event_v1_from_py(v: &Bound<'_, PyAny>, what: &str) -> PyResult<EventV1> {
     if !v.is_instance_of::<PyDict>() {
         return Err(PyTypeError::new_err(format!("{what}: expected a dict, got {}", type_name(v))));
     }
-    let text: String = v.py().import("json")?.call_method1("dumps", (v,))?.extract()?;
-    serde_json::from_str(&text)
-        .map_err(|e| PyValueError::new_err(format!("{what}: not an events.k8s.io/v1 Event: {e}")))
+    pythonize::depythonize(v).map_err(|e| PyValueError::new_err(format!("{what}: not an events.k8s.io/v1 Event: {e}")))
 }
 
 /// A Python sink (`create(event)`, `patch(event, patch_bytes)`, plain or `async def`), called through the

@@ -16,9 +16,8 @@ use super::gil::GilTurns;
 use super::lifecycle;
 
 use super::convert::{event_from_py, event_to_py};
-use crate::event::Event;
+use crate::event::{AnswerState, Event};
 use crate::sink::{EventSink, WriteError};
-use crate::time::Time;
 
 /// How often a wait for an async sink's call looks whether its loop still runs.
 const LOOP_CHECK: Duration = Duration::from_millis(100);
@@ -258,9 +257,7 @@ impl PySink {
     }
 }
 
-/// Sets the fields `UpdateState` keeps (name, resourceVersion, count, firstTimestamp) of `e` from `d`; on an
-/// error `e` stays as sent. The strings go into the event's own buffers, and a first timestamp written as it
-/// was sent (the common answer) is not parsed again.
+/// Takes the fields `UpdateState` keeps (name, resourceVersion, count, firstTimestamp) from `d` into `e`.
 fn state_fields<'py>(py: Python<'py>, e: &mut Event, d: &Bound<'py, PyDict>) -> PyResult<()> {
     let text = |v: Option<Bound<'py, PyAny>>, what: &str| -> PyResult<Option<Bound<'py, PyString>>> {
         match v.filter(|v| !v.is_none()) {
@@ -283,24 +280,12 @@ fn state_fields<'py>(py: Python<'py>, e: &mut Event, d: &Bound<'py, PyDict>) -> 
         Some(v) => v.extract::<i32>().map_err(|_| PyTypeError::new_err("event.count: expected an int32"))?,
     };
     let first = text(d.get_item(intern!(py, "firstTimestamp"))?, "firstTimestamp")?;
-    let first = str_or_empty(&first)?;
-    // Written as sent: what parsing it would give.
-    let as_sent = e.first_timestamp.filter(|t| t.rfc3339_bytes() == first.as_bytes()).and_then(Time::whole_seconds);
-    let first_timestamp = match as_sent {
-        _ if first.is_empty() => None,
-        Some(t) => Some(t),
-        None => Some(
-            Time::parse_rfc3339(first).map_err(|err| PyValueError::new_err(format!("event.firstTimestamp: {err}")))?,
-        ),
+    let meta = match &meta {
+        Some((name, resource_version)) => Some((str_or_empty(name)?, str_or_empty(resource_version)?)),
+        None => None,
     };
-    if let Some((name, resource_version)) = meta {
-        let (name, resource_version) = (str_or_empty(&name)?, str_or_empty(&resource_version)?);
-        name.clone_into(&mut e.metadata.name);
-        resource_version.clone_into(&mut e.metadata.resource_version);
-    }
-    e.count = count;
-    e.first_timestamp = first_timestamp;
-    Ok(())
+    let first_timestamp = str_or_empty(&first)?;
+    Ok(e.take_state(&AnswerState { meta, count, first_timestamp })?)
 }
 
 /// The text of an optional str; empty when absent.
