@@ -452,6 +452,12 @@ impl EventBroadcaster {
         self.wait_shut_down(timeout)
     }
 
+    /// For the exit hook: `shutdown`, waiting up to `wait`; returns the deliveries still pending.
+    pub fn exit_flush(&self, wait: Duration) -> u64 {
+        self.shutdown(Some(wait));
+        self.stats().pending
+    }
+
     /// Events the watchers' full queues dropped, all watchers together.
     pub fn watcher_drops(&self) -> u64 {
         lock(&self.shared.watcher_lanes).iter().map(|l| l.dropped()).sum()

@@ -22,6 +22,8 @@ pub enum Error {
     Clock(String),
     /// The call is not possible in the object's state (Python `RuntimeError`).
     State(String),
+    /// A wait ran out of time (Python `TimeoutError`).
+    Timeout(String),
     /// A trace could not be read or a record in it is bad; `line` is 1-based.
     Trace {
         line: u64,
@@ -59,7 +61,7 @@ impl fmt::Display for Error {
                     write!(f, "{field}: {message}")
                 }
             }
-            Error::Option(m) | Error::Clock(m) | Error::State(m) => f.write_str(m),
+            Error::Option(m) | Error::Clock(m) | Error::State(m) | Error::Timeout(m) => f.write_str(m),
             Error::Trace { line, source } => write!(f, "line {line}: {source}"),
             Error::Io(e) => write!(f, "{e}"),
             Error::External(e) => write!(f, "{e}"),

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use pyo3::exceptions::{PyTimeoutError, PyTypeError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
@@ -238,13 +238,7 @@ impl PyBroadcaster {
         s.core().begin_shutdown();
         let done = s.guard.wait(py, timeout, |slice| s.core().wait_shut_down(Some(slice)))?;
         let stats = self.stats(py)?;
-        if !done {
-            let pending = s.core().stats().pending;
-            return Err(PyTimeoutError::new_err(format!(
-                "shutdown timed out with {pending} deliveries still pending; they go on in the background"
-            )));
-        }
-        s.hub.report_shut_down();
+        s.hub.end_shutdown(done)?;
         Ok(stats)
     }
 
@@ -290,11 +284,8 @@ impl PyBroadcaster {
         if self.shared.guard.is_forked() {
             return ("Broadcaster", 0);
         }
-        let core = self.shared.core();
-        core.begin_shutdown();
         let wait = Duration::try_from_secs_f64(timeout).unwrap_or_default();
-        lifecycle::detach(py, || core.wait_shut_down(Some(wait)));
-        ("Broadcaster", core.stats().pending)
+        ("Broadcaster", lifecycle::detach(py, || self.shared.core().exit_flush(wait)))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

@@ -1,6 +1,6 @@
 //! The one place core errors become Python exceptions, and int and str arguments whose errors name them.
 
-use pyo3::exceptions::{PyOSError, PyOverflowError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyOverflowError, PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use pyo3::{intern, PyErr};
@@ -36,6 +36,7 @@ fn new_err(e: &Error, message: String) -> PyErr {
     match e {
         Error::Type { .. } => PyTypeError::new_err(message),
         Error::Value { .. } | Error::Option(_) => PyValueError::new_err(message),
+        Error::Timeout(_) => PyTimeoutError::new_err(message),
         _ => PyRuntimeError::new_err(message),
     }
 }

@@ -291,10 +291,9 @@ impl PyEventsV1Engine {
     /// For the exit hook: stops, waits up to `timeout` seconds for the engine thread without raising, and
     /// answers how many events or writes it had not made (queued, under way, waiting for a retry).
     fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> u64 {
-        self.begin_stop();
+        drop(lock(&self.unstarted).take());
         let wait = Duration::try_from_secs_f64(timeout).unwrap_or_default();
-        lifecycle::detach(py, || self.core.wait_finished(wait));
-        self.core.undelivered()
+        lifecycle::detach(py, || self.core.exit_flush(wait))
     }
 
     /// Counters: what the series cache decided, what the sink did, what was dropped. Never waits for the

@@ -275,6 +275,13 @@ impl EventsBroadcaster {
         st.queue.len() as u64 + st.in_hand + st.engine.pending_retries
     }
 
+    /// For the exit hook: `begin_stop`, waiting up to `wait` for the engine thread; returns `undelivered()`.
+    pub fn exit_flush(&self, wait: Duration) -> u64 {
+        self.begin_stop();
+        self.wait_finished(wait);
+        self.undelivered()
+    }
+
     /// Never waits for the engine thread: its counters are as of its last write.
     pub fn stats(&self) -> BroadcasterStats {
         let st = self.shared.state();

@@ -338,3 +338,14 @@ fn a_wait_from_the_engine_thread_is_refused_and_a_panic_fails_it() {
     assert!(b.wait_finished(LONG));
     assert_eq!(b.check_failed().unwrap_err().to_string(), "the engine thread failed");
 }
+
+#[test]
+fn exit_flush_writes_what_is_queued_and_ends_the_thread() {
+    let clock = Arc::new(FakeClock::new(T0));
+    let sink = Sink::default();
+    let b = started(&clock, &sink);
+    record(&b, "a");
+    assert_eq!(b.exit_flush(LONG), 0);
+    assert!(b.wait_finished(Duration::ZERO));
+    assert_eq!(lock(&sink.log).calls.first().map(|c| c.0), Some("create"));
+}
