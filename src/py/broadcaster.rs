@@ -38,17 +38,13 @@ impl PyReporter {
         Ok(PyReporter { logger: logger.unbind() })
     }
 
-    /// Calls the logger's `level` method with `args`; what it raises is returned, not raised.
-    pub(crate) fn log(&self, level: &str, args: &[&str]) -> PyResult<()> {
+    /// Calls the logger's `level` method with `args` (the message, or a format and its argument); what it
+    /// raises is returned, not raised.
+    pub(crate) fn log<const N: usize>(&self, level: &str, args: [&str; N]) -> PyResult<()> {
         lifecycle::attach(|py| {
             let f = self.logger.bind(py).getattr(level)?;
-            let args: Vec<_> = args.iter().map(|a| PyString::new(py, a)).collect();
-            match &args[..] {
-                [m] => lifecycle::call(&f, [m.as_any()]),
-                [fmt, m] => lifecycle::call(&f, [fmt.as_any(), m.as_any()]),
-                _ => unreachable!("one or two arguments"),
-            }
-            .map(drop)
+            let args = args.map(|a| PyString::new(py, a).into_any());
+            lifecycle::call(&f, args.each_ref()).map(drop)
         })
     }
 }
@@ -56,10 +52,10 @@ impl PyReporter {
 // A broken logging set-up must not stop the pipeline.
 impl Reporter for PyReporter {
     fn warn(&self, message: &str) {
-        let _ = self.log("warning", &[message]);
+        let _ = self.log("warning", [message]);
     }
     fn error(&self, message: &str) {
-        let _ = self.log("error", &[message]);
+        let _ = self.log("error", [message]);
     }
 }
 

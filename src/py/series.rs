@@ -107,7 +107,7 @@ impl SinkV1 for PySinkV1 {
     }
 
     fn report(&mut self, message: &str) {
-        if let Err(e) = self.logger.log("warning", &["%s", message]) {
+        if let Err(e) = self.logger.log("warning", ["%s", message]) {
             lifecycle::attach(|py| e.write_unraisable(py, None));
         }
     }
