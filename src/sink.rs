@@ -53,8 +53,8 @@ impl WriteError {
     }
 
     /// A failed sink call: its HTTP `status` when it has one in 100..=599 (an answer; the message then is the
-    /// `Status` in `body` if there is one), else it gives up when the call itself was `invalid` and is retried
-    /// otherwise.
+    /// `Status` in `body` if there is one; `ApiException(status=0)` is the client's own error), else it gives
+    /// up when the call itself was `invalid` and is retried otherwise.
     pub fn from_call(status: Option<i64>, body: Option<&[u8]>, invalid: bool, message: String) -> Self {
         match status {
             Some(s @ 100..=599) => WriteError::status(s as u16, body.and_then(status_text).unwrap_or(message)),

@@ -23,7 +23,7 @@ use crate::broadcaster::{
     DEFAULT_CATCH_UP_WAIT,
 };
 use crate::error::count_option;
-use crate::event::{EventSource, EventType, ObjectReference};
+use crate::event::{Event, EventSource, EventType, ObjectReference};
 use crate::recorder::{Recorder, RecorderHub};
 use crate::sink::RetryPolicy;
 
@@ -205,18 +205,10 @@ impl PyBroadcaster {
         if !callback.bind(slf.py()).is_callable() {
             return Err(PyTypeError::new_err("callback must be callable"));
         }
-        let this = slf.get();
-        let (shared, turns) = (Arc::downgrade(&this.shared), this.shared.turns.clone());
-        Self::start(slf, "watcher", move |events| {
-            turns.attach(|py| {
-                for e in events {
-                    let r = event_to_py(py, e).and_then(|d| lifecycle::call(callback.bind(py), [&d]));
-                    if let Err(e) = r {
-                        handler_failed(&shared, py, "event watcher callback", e);
-                    }
-                }
-            })
-        })
+        fn arg(py: Python<'_>, e: Arc<Event>) -> PyResult<Bound<'_, PyAny>> {
+            Ok(event_to_py(py, &e)?.into_any())
+        }
+        Self::start(slf, "watcher", "event watcher callback", callback, Arc::clone, arg)
     }
 
     /// Stops accepting events, distributes what is queued and lets every sink deliver what it holds (once
@@ -313,7 +305,7 @@ impl PyBroadcaster {
         slf: &Bound<'_, Self>,
         kind: &str,
         logger: Option<&Bound<'_, PyAny>>,
-        format: fn(&crate::event::Event) -> String,
+        format: fn(&Event) -> String,
     ) -> PyResult<PyWatcher> {
         let py = slf.py();
         let target = match logger.filter(|l| !l.is_none()) {
@@ -329,28 +321,36 @@ impl PyBroadcaster {
             }
         }
         .unbind();
-        // A watcher thread must not keep the broadcaster alive: dropping it is what ends the thread.
-        let this = slf.get();
-        let (shared, turns) = (Arc::downgrade(&this.shared), this.shared.turns.clone());
-        Self::start(slf, kind, move |events| {
-            let lines: Vec<String> = events.iter().map(|e| format(e)).collect();
-            turns.attach(|py| {
-                for line in lines {
-                    if let Err(e) = lifecycle::call(target.bind(py), [PyString::new(py, &line).as_any()]) {
-                        handler_failed(&shared, py, "logger", e);
-                    }
-                }
-            })
-        })
+        fn arg(py: Python<'_>, line: String) -> PyResult<Bound<'_, PyAny>> {
+            Ok(PyString::new(py, &line).into_any())
+        }
+        Self::start(slf, kind, "logger", target, move |e: &Arc<Event>| format(e), arg)
     }
 
-    fn start(
+    /// Starts a watcher `kind` that calls `target` with `arg` of what `prepare` made of each event without the
+    /// GIL; what `target` raises is reported as raised by `what`.
+    fn start<T: Send + 'static>(
         slf: &Bound<'_, Self>,
         kind: &str,
-        handler: impl FnMut(&[Arc<crate::event::Event>]) + Send + 'static,
+        what: &'static str,
+        target: Py<PyAny>,
+        prepare: impl Fn(&Arc<Event>) -> T + Send + 'static,
+        arg: for<'py> fn(Python<'py>, T) -> PyResult<Bound<'py, PyAny>>,
     ) -> PyResult<PyWatcher> {
         let s = &slf.get().shared;
         s.check()?;
+        // A watcher thread must not keep the broadcaster alive: dropping it is what ends the thread.
+        let (shared, turns) = (Arc::downgrade(s), s.turns.clone());
+        let handler = move |events: &[Arc<Event>]| {
+            let prepared: Vec<T> = events.iter().map(&prepare).collect();
+            turns.attach(|py| {
+                for p in prepared {
+                    if let Err(e) = arg(py, p).and_then(|a| lifecycle::call(target.bind(py), [&a])) {
+                        handler_failed(&shared, py, what, e);
+                    }
+                }
+            })
+        };
         let w = lifecycle::detach(slf.py(), || s.core().start_event_watcher(kind, handler))?;
         lifecycle::track(slf.as_any())?;
         Ok(PyWatcher { inner: w })
