@@ -29,8 +29,8 @@ use crate::sync::lock;
 // The constructor's signature spells these defaults as literals, so that the stubs can show them.
 const _: () = assert!(DEFAULT_MAX_TRIES == 12 && DEFAULT_CACHE_SIZE == 4096);
 
-/// An events.k8s.io/v1 Event as a dict of its JSON shape, key for key as `EventV1` serializes (by hand:
-/// every write crosses here, and a JSON round trip costs several microseconds).
+/// An events.k8s.io/v1 Event as a dict of its JSON shape, key for key as `EventV1` serializes (by hand, with
+/// interned keys: every write crosses here, and `pythonize` costs it nearly twice as much, see BENCHMARKS.md).
 pub fn event_v1_to_py<'py>(py: Python<'py>, e: &EventV1) -> PyResult<Bound<'py, PyAny>> {
     let d = PyDict::new(py);
     set_str(&d, intern!(py, "apiVersion"), &e.api_version)?;
