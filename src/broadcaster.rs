@@ -159,6 +159,26 @@ pub const DEFAULT_CATCH_UP_WAIT: Duration = Duration::from_millis(5);
 /// queue.
 pub const BATCH_SLICE: Duration = Duration::from_millis(2);
 
+/// A sink's delivery workers, a thread each: far more than any API server takes from one client at once.
+pub const MAX_WORKERS: usize = 1024;
+
+/// The `workers` option of `start_recording_to_sink`, checked.
+pub fn workers_option(workers: i64) -> Result<usize> {
+    if workers > MAX_WORKERS as i64 {
+        return Err(Error::Option(format!("workers must be <= {MAX_WORKERS}, got {workers}")));
+    }
+    Ok(crate::error::count_option("workers", workers)?.get())
+}
+
+/// The `full_channel` option: what a full incoming queue does.
+pub fn full_channel_option(s: &str) -> Result<FullChannel> {
+    match s {
+        "drop" => Ok(FullChannel::Drop),
+        "wait" => Ok(FullChannel::Wait),
+        other => Err(Error::Option(format!("full_channel must be \"drop\" or \"wait\", got {other:?}"))),
+    }
+}
+
 impl EventBroadcaster {
     pub fn new(options: Options, reporter: Arc<dyn Reporter>) -> Result<Self> {
         options.correlator.populated()?;
@@ -356,9 +376,17 @@ impl EventBroadcaster {
         }
     }
 
-    /// Counts an exception raised by a callback or logger (the pipeline goes on).
-    pub fn count_handler_error(&self) {
+    /// Counts and reports what a callback or logger (`what`) raised (`error`); the watcher goes on. `kept`: the
+    /// error is kept for the next `shutdown()` or `wait_idle()` to raise; else its `traceback`, if given, is
+    /// reported with it.
+    pub fn handler_failed(&self, what: &str, error: &str, kept: bool, traceback: Option<&str>) {
         self.shared.counters.handler_errors.fetch_add(1, Ordering::Relaxed);
+        let message = match traceback {
+            _ if kept => format!("{what} raised {error}; the next shutdown() or wait_idle() raises it again"),
+            Some(tb) => format!("{what} raised {error}\n{tb}"),
+            None => format!("{what} raised {error}"),
+        };
+        self.shared.reporter.error(&message);
     }
 
     /// Nothing can happen any more without the clock moving: every queue is empty or its consumer sleeps
@@ -422,6 +450,12 @@ impl EventBroadcaster {
     pub fn shutdown(&self, timeout: Option<Duration>) -> bool {
         self.begin_shutdown();
         self.wait_shut_down(timeout)
+    }
+
+    /// For the exit hook: `shutdown`, waiting up to `wait`; returns the deliveries still pending.
+    pub fn exit_flush(&self, wait: Duration) -> u64 {
+        self.shutdown(Some(wait));
+        self.stats().pending
     }
 
     /// Events the watchers' full queues dropped, all watchers together.

@@ -1,6 +1,7 @@
 //! The core's one error type. `src/py/errors.rs` maps each variant to a Python exception.
 
 use std::fmt;
+use std::num::NonZeroUsize;
 
 /// What went wrong, with enough context (field path, trace line) to say it in one sentence.
 #[derive(Debug)]
@@ -19,6 +20,10 @@ pub enum Error {
     Option(String),
     /// A clock could not be read.
     Clock(String),
+    /// The call is not possible in the object's state (Python `RuntimeError`).
+    State(String),
+    /// A wait ran out of time (Python `TimeoutError`).
+    Timeout(String),
     /// A trace could not be read or a record in it is bad; `line` is 1-based.
     Trace {
         line: u64,
@@ -56,7 +61,7 @@ impl fmt::Display for Error {
                     write!(f, "{field}: {message}")
                 }
             }
-            Error::Option(m) | Error::Clock(m) => f.write_str(m),
+            Error::Option(m) | Error::Clock(m) | Error::State(m) | Error::Timeout(m) => f.write_str(m),
             Error::Trace { line, source } => write!(f, "line {line}: {source}"),
             Error::Io(e) => write!(f, "{e}"),
             Error::External(e) => write!(f, "{e}"),
@@ -82,3 +87,27 @@ impl From<std::io::Error> for Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An option that counts something (a queue's length, workers, cache entries): at least 1.
+pub fn count_option(name: &str, v: i64) -> Result<NonZeroUsize> {
+    if v < 1 {
+        return Err(Error::Option(format!("{name} must be >= 1, got {v}")));
+    }
+    usize::try_from(v)
+        .ok()
+        .and_then(NonZeroUsize::new)
+        .ok_or_else(|| Error::Option(format!("{name} is too large: {v}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn count_option_takes_one_and_more() {
+        assert_eq!(count_option("n", 1).unwrap().get(), 1);
+        assert_eq!(count_option("n", 4096).unwrap().get(), 4096);
+        assert_eq!(count_option("queue_length", 0).unwrap_err().to_string(), "queue_length must be >= 1, got 0");
+        assert_eq!(count_option("n", -3).unwrap_err().to_string(), "n must be >= 1, got -3");
+    }
+}

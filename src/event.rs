@@ -86,6 +86,35 @@ impl ObjectReference {
     }
 }
 
+/// What client-go's `UpdateState` keeps of a sink's answer, as text: `metadata`'s name and resourceVersion
+/// (None without `metadata`), `count` and `firstTimestamp` (empty when absent).
+pub struct AnswerState<'a> {
+    pub meta: Option<(&'a str, &'a str)>,
+    pub count: i32,
+    pub first_timestamp: &'a str,
+}
+
+impl Event {
+    /// Takes `answer`'s state into the event, its strings into the event's own buffers; on an error the event
+    /// stays as it was. A first timestamp written back as it was sent (the common answer) is not parsed again.
+    pub fn take_state(&mut self, answer: &AnswerState<'_>) -> Result<()> {
+        let first = answer.first_timestamp;
+        let as_sent =
+            self.first_timestamp.filter(|t| t.rfc3339_bytes() == first.as_bytes()).and_then(Time::whole_seconds);
+        self.first_timestamp = match as_sent {
+            _ if first.is_empty() => None,
+            Some(t) => Some(t),
+            None => Some(Time::parse_rfc3339(first).map_err(|e| Error::value("event.firstTimestamp", e.to_string()))?),
+        };
+        if let Some((name, resource_version)) = answer.meta {
+            assign(&mut self.metadata.name, name);
+            assign(&mut self.metadata.resource_version, resource_version);
+        }
+        self.count = answer.count;
+        Ok(())
+    }
+}
+
 impl EventSource {
     /// Copies `src` into `self`, reusing the string buffers.
     pub fn assign_from(&mut self, src: &EventSource) {
@@ -174,6 +203,25 @@ pub struct Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn take_state_keeps_what_update_state_keeps() {
+        let mut e = sample();
+        let sent = e.first_timestamp;
+        let answer = AnswerState { meta: Some(("n.1", "42")), count: 3, first_timestamp: "2024-01-01T00:00:01Z" };
+        e.take_state(&answer).unwrap();
+        assert_eq!((e.metadata.name.as_str(), e.metadata.resource_version.as_str(), e.count), ("n.1", "42", 3));
+        assert_eq!(e.first_timestamp, sent);
+        let other = AnswerState { meta: None, count: 4, first_timestamp: "2024-01-02T00:00:00Z" };
+        e.take_state(&other).unwrap();
+        assert_eq!(e.first_timestamp, Some(Time(1_704_153_600_000_000_000)));
+        assert_eq!((e.metadata.name.as_str(), e.count), ("n.1", 4), "no metadata: the name stays");
+        let bad = AnswerState { meta: Some(("x", "")), count: 9, first_timestamp: "yesterday" };
+        assert!(e.take_state(&bad).unwrap_err().to_string().starts_with("event.firstTimestamp: "));
+        assert_eq!((e.metadata.name.as_str(), e.count), ("n.1", 4), "an error changes nothing");
+        e.take_state(&AnswerState { meta: None, count: 0, first_timestamp: "" }).unwrap();
+        assert_eq!(e.first_timestamp, None);
+    }
 
     fn sample() -> Event {
         Event {

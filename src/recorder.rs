@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::broadcaster::{EventBroadcaster, Occurrence};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::event::{EventSource, EventType, ObjectReference};
 use crate::sync::lock;
 use crate::time::Time;
@@ -48,6 +48,19 @@ impl RecorderHub {
     /// `NewRecorder`: a recorder whose events have `source`.
     pub fn new_recorder(self: &Arc<Self>, source: EventSource) -> Recorder {
         Recorder { hub: self.clone(), source: Arc::new(source) }
+    }
+
+    /// The end of a shutdown that waited: when it finished (`done`), `report_shut_down`; else a timeout error
+    /// saying how many deliveries are still pending.
+    pub fn end_shutdown(&self, done: bool) -> Result<()> {
+        if !done {
+            let pending = self.broadcaster.stats().pending;
+            return Err(Error::Timeout(format!(
+                "shutdown timed out with {pending} deliveries still pending; they go on in the background"
+            )));
+        }
+        self.report_shut_down();
+        Ok(())
     }
 
     /// After a shutdown that finished: warns about the drops at the watchers' queues not warned about yet

@@ -5,6 +5,7 @@
 //! what one attempt does, and `tools/events` (`crate::series`) schedules its retries with `Attempts` too.
 
 use crate::sync::lock;
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -51,6 +52,24 @@ impl WriteError {
         WriteError { status: None, verdict: Verdict::GiveUp, message: message.into() }
     }
 
+    /// A failed sink call: its HTTP `status` when it has one in 100..=599 (an answer; the message then is the
+    /// `Status` in `body` if there is one; `ApiException(status=0)` is the client's own error), else it gives
+    /// up when the call itself was `invalid` and is retried otherwise.
+    pub fn from_call(status: Option<i64>, body: Option<&[u8]>, invalid: bool, message: String) -> Self {
+        match status {
+            Some(s @ 100..=599) => WriteError::status(s as u16, body.and_then(status_text).unwrap_or(message)),
+            _ if invalid => WriteError::give_up(message),
+            _ => WriteError::retry(message),
+        }
+    }
+
+    /// The sink raised `name` (`KeyboardInterrupt`, `SystemExit`): never retried; the caller raises it again.
+    pub fn interrupted(name: &str) -> Self {
+        WriteError::give_up(format!(
+            "the sink raised {name}: not retried; the next shutdown() or wait_idle() raises it again"
+        ))
+    }
+
     /// client-go's `IsKeyNotFoundError`: a patch of an event the server no longer has.
     pub fn is_not_found(&self) -> bool {
         self.status == Some(404)
@@ -63,6 +82,51 @@ impl fmt::Display for WriteError {
             Some(s) => write!(f, "HTTP {s}: {}", self.message),
             None => f.write_str(&self.message),
         }
+    }
+}
+
+/// The `Status` an API server answered, from an error's JSON `body`, as one line: `Reason: message` (either
+/// alone when the other is empty); None when the body is not a `Status`.
+pub fn status_text(body: &[u8]) -> Option<String> {
+    let status: serde_json::Value = serde_json::from_slice(body).ok()?;
+    if status.get("kind")?.as_str()? != "Status" {
+        return None;
+    }
+    let field = |key| status.get(key).and_then(serde_json::Value::as_str).unwrap_or_default();
+    Some(match (field("reason"), field("message")) {
+        ("", message) => message.to_owned(),
+        (reason, "") => reason.to_owned(),
+        (reason, message) => format!("{reason}: {message}"),
+    })
+}
+
+/// What a pipeline keeps of the errors its sinks and callbacks raised: the first interrupt, for a caller's
+/// thread to raise again, and the places whose traceback was reported already (each only once).
+pub struct Failures<E> {
+    interrupt: Mutex<Option<E>>,
+    reported: Mutex<HashSet<String>>,
+}
+
+impl<E> Default for Failures<E> {
+    fn default() -> Self {
+        Failures { interrupt: Mutex::new(None), reported: Mutex::default() }
+    }
+}
+
+impl<E> Failures<E> {
+    /// Keeps an interrupt unless one is kept already.
+    pub fn keep(&self, interrupt: impl FnOnce() -> E) {
+        lock(&self.interrupt).get_or_insert_with(interrupt);
+    }
+
+    /// The interrupt kept and not taken yet.
+    pub fn take(&self) -> Option<E> {
+        lock(&self.interrupt).take()
+    }
+
+    /// Whether the error raised at `place` is reported for the first time (from now on it is not).
+    pub fn first_report(&self, place: String) -> bool {
+        lock(&self.reported).insert(place)
     }
 }
 
@@ -102,6 +166,12 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// `max_tries` attempts (more than a u32 holds are as good as unlimited), `sleep_nanos` apart.
+    pub fn new(max_tries: i64, sleep_nanos: i64) -> crate::error::Result<Self> {
+        let max_tries = crate::error::count_option("max_tries", max_tries)?.get();
+        Ok(RetryPolicy { max_tries: u32::try_from(max_tries).unwrap_or(u32::MAX), sleep_nanos })
+    }
+
     /// The sleep after the `tries`-th failed attempt (1-based).
     pub fn delay_after(&self, tries: u32, jitter: Jitter, rng: &mut impl Rng) -> i64 {
         let d = self.sleep_nanos;
@@ -299,6 +369,47 @@ mod tests {
     use rand::rngs::SmallRng;
     use rand::SeedableRng;
     use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[test]
+    fn sink_calls_classify_by_status_then_kind() {
+        let body = br#"{"kind":"Status","reason":"Forbidden","message":"no"}"#;
+        let e = WriteError::from_call(Some(403), Some(body), false, "ApiException: (403)".into());
+        assert_eq!((e.status, e.verdict, e.message.as_str()), (Some(403), Verdict::GiveUp, "Forbidden: no"));
+        let e = WriteError::from_call(Some(503), Some(b"not json"), true, "ApiException: (503)".into());
+        assert_eq!((e.status, e.verdict, e.message.as_str()), (Some(503), Verdict::Retry, "ApiException: (503)"));
+        // Status 0 is the client's own error.
+        assert_eq!(WriteError::from_call(Some(0), None, false, "x".into()), WriteError::retry("x"));
+        assert_eq!(WriteError::from_call(None, None, true, "TypeError: x".into()), WriteError::give_up("TypeError: x"));
+        assert_eq!(WriteError::interrupted("SystemExit").verdict, Verdict::GiveUp);
+    }
+
+    #[test]
+    fn status_text_is_one_line() {
+        assert_eq!(status_text(br#"{"kind":"Status","reason":"R","message":"m"}"#).as_deref(), Some("R: m"));
+        assert_eq!(status_text(br#"{"kind":"Status","reason":"R"}"#).as_deref(), Some("R"));
+        assert_eq!(status_text(br#"{"kind":"Status","reason":null,"message":"m"}"#).as_deref(), Some("m"));
+        assert_eq!(status_text(br#"{"kind":"Event"}"#), None);
+        assert_eq!(status_text(b"[1]"), None);
+    }
+
+    #[test]
+    fn failures_keep_the_first_interrupt_and_report_each_place_once() {
+        let f = Failures::<&str>::default();
+        f.keep(|| "first");
+        f.keep(|| "second");
+        assert_eq!(f.take(), Some("first"));
+        assert_eq!(f.take(), None);
+        assert!(f.first_report("TypeError at a.py:1".into()));
+        assert!(!f.first_report("TypeError at a.py:1".into()));
+        assert!(f.first_report("TypeError at a.py:2".into()));
+    }
+
+    #[test]
+    fn retry_policy_checks_max_tries() {
+        assert_eq!(RetryPolicy::new(3, 5).unwrap(), RetryPolicy { max_tries: 3, sleep_nanos: 5 });
+        assert_eq!(RetryPolicy::new(i64::MAX, 5).unwrap().max_tries, u32::MAX);
+        assert_eq!(RetryPolicy::new(0, 5).unwrap_err().to_string(), "max_tries must be >= 1, got 0");
+    }
 
     struct Failing {
         attempts: AtomicU32,

@@ -342,3 +342,52 @@ fn stats_serialize_as_python_lists_them() {
         )
     );
 }
+
+#[test]
+fn options_are_checked_with_their_names() {
+    assert_eq!(workers_option(1).unwrap(), 1);
+    assert_eq!(workers_option(MAX_WORKERS as i64).unwrap(), MAX_WORKERS);
+    assert_eq!(workers_option(1025).unwrap_err().to_string(), "workers must be <= 1024, got 1025");
+    assert_eq!(workers_option(0).unwrap_err().to_string(), "workers must be >= 1, got 0");
+    assert!(matches!(full_channel_option("wait"), Ok(FullChannel::Wait)));
+    assert!(matches!(full_channel_option("drop"), Ok(FullChannel::Drop)));
+    assert_eq!(
+        full_channel_option("block").err().unwrap().to_string(),
+        r#"full_channel must be "drop" or "wait", got "block""#
+    );
+}
+
+#[derive(Default)]
+struct Errors(Mutex<Vec<String>>);
+
+impl Reporter for Errors {
+    fn warn(&self, _: &str) {}
+    fn error(&self, message: &str) {
+        lock(&self.0).push(message.to_owned());
+    }
+}
+
+#[test]
+fn handler_failures_are_counted_and_reported() {
+    let errors = Arc::new(Errors::default());
+    let b = EventBroadcaster::new(options(Arc::new(FakeClock::new(START))), errors.clone()).unwrap();
+    b.handler_failed("logger", "ValueError('x')", false, Some("Traceback ..."));
+    b.handler_failed("logger", "ValueError('x')", false, None);
+    b.handler_failed("event watcher callback", "KeyboardInterrupt()", true, None);
+    assert_eq!(b.stats().handler_errors, 3);
+    assert_eq!(
+        *lock(&errors.0),
+        [
+            "logger raised ValueError('x')\nTraceback ...",
+            "logger raised ValueError('x')",
+            "event watcher callback raised KeyboardInterrupt(); the next shutdown() or wait_idle() raises it again",
+        ]
+    );
+}
+
+#[test]
+fn exit_flush_shuts_down_and_answers_what_is_pending() {
+    let b = EventBroadcaster::new(options(Arc::new(FakeClock::new(START))), Arc::new(Quiet)).unwrap();
+    assert_eq!(b.exit_flush(Duration::from_secs(10)), 0);
+    assert!(b.wait_shut_down(Some(Duration::ZERO)));
+}

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use pyo3::exceptions::{PyTimeoutError, PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
 
 use super::clock::{clock_arg, seconds_arg, timeout_arg, to_time};
 use super::convert::event_to_py;
@@ -17,48 +17,47 @@ use super::errors::{int_opt, str_opt};
 use super::gil::GilTurns;
 use super::lifecycle;
 use super::reference::reference_of;
-use super::sink::{Failures, PySink};
+use super::sink::{keep_interrupt, traceback_once, Guard, PySink};
 use crate::broadcaster::{
-    log_line, structured_line, EventBroadcaster, Options, Reporter, Watcher, DEFAULT_CATCH_UP_WAIT,
+    full_channel_option, log_line, structured_line, workers_option, EventBroadcaster, Options, Reporter, Watcher,
+    DEFAULT_CATCH_UP_WAIT,
 };
-use crate::event::{EventSource, EventType, ObjectReference};
+use crate::error::count_option;
+use crate::event::{Event, EventSource, EventType, ObjectReference};
 use crate::recorder::{Recorder, RecorderHub};
 use crate::sink::RetryPolicy;
-use crate::watch::FullChannel;
 
 /// Logs to the `kubevents` logger.
-struct PyReporter {
+pub(crate) struct PyReporter {
     logger: Py<PyAny>,
 }
 
 impl PyReporter {
-    fn log(&self, level: &str, message: &str) {
+    pub(crate) fn new(py: Python<'_>) -> PyResult<Self> {
+        let logger = py.import(intern!(py, "logging"))?.call_method1(intern!(py, "getLogger"), ("kubevents",))?;
+        Ok(PyReporter { logger: logger.unbind() })
+    }
+
+    /// Calls the logger's `level` method with `args` (the message, or a format and its argument); what it
+    /// raises is returned, not raised.
+    pub(crate) fn log<const N: usize>(&self, level: &str, args: [&str; N]) -> PyResult<()> {
         lifecycle::attach(|py| {
-            // A broken logging set-up must not stop the pipeline.
-            let _ = self
-                .logger
-                .bind(py)
-                .getattr(level)
-                .and_then(|f| lifecycle::call(&f, [PyString::new(py, message).as_any()]));
+            let f = self.logger.bind(py).getattr(level)?;
+            let args = args.map(|a| PyString::new(py, a).into_any());
+            lifecycle::call(&f, args.each_ref()).map(drop)
         })
     }
 }
 
+// A broken logging set-up must not stop the pipeline.
 impl Reporter for PyReporter {
     fn warn(&self, message: &str) {
-        self.log("warning", message)
+        let _ = self.log("warning", [message]);
     }
     fn error(&self, message: &str) {
-        self.log("error", message)
+        let _ = self.log("error", [message]);
     }
 }
-
-fn kubevents_logger(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    py.import(intern!(py, "logging"))?.call_method1(intern!(py, "getLogger"), ("kubevents",))
-}
-
-/// A thread each: far more than any API server takes from one client at once.
-const MAX_WORKERS: i64 = 1024;
 
 /// The Python side of a broadcaster, shared with its recorders and watcher threads.
 struct BroadcasterBinding {
@@ -69,11 +68,7 @@ struct BroadcasterBinding {
     turns: Arc<GilTurns>,
     /// `asyncio._get_running_loop`.
     running_loop: Py<PyAny>,
-    /// The asyncio loops of the async sinks: a blocking wait on one of them would never end.
-    sink_loops: Py<PyList>,
-    failures: Arc<Failures>,
-    /// The fork generation the broadcaster was made in.
-    generation: u64,
+    guard: Guard,
 }
 
 impl BroadcasterBinding {
@@ -82,12 +77,12 @@ impl BroadcasterBinding {
     }
 
     fn check(&self) -> PyResult<()> {
-        lifecycle::check_not_forked(self.generation, "Broadcaster")
+        self.guard.check()
     }
 
-    /// Waits for the broadcaster's threads to end, up to `timeout`, interruptibly; true when they have.
-    fn wait_shut_down(&self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<bool> {
-        lifecycle::wait_until(py, timeout, |slice| self.core().wait_shut_down(Some(slice)))
+    fn key_funcs(&self, py: Python<'_>) -> PyResult<crate::correlator::KeyFuncs> {
+        let f = |f: &Option<Py<PyAny>>| f.as_ref().map(|f| f.clone_ref(py));
+        key_funcs_from_py(f(&self.key_func), f(&self.message_func), f(&self.spam_key_func))
     }
 }
 
@@ -101,25 +96,10 @@ impl Drop for PyBroadcaster {
     fn drop(&mut self) {
         // Inherited through a fork: its threads and the locks they held stayed in the parent, so the core's
         // drop could wait forever on a lock; the child leaves it be.
-        if lifecycle::is_forked(self.shared.generation) {
+        if self.shared.guard.is_forked() {
             std::mem::forget(self.shared.clone());
         }
     }
-}
-
-fn full_channel(s: &str) -> PyResult<FullChannel> {
-    match s {
-        "drop" => Ok(FullChannel::Drop),
-        "wait" => Ok(FullChannel::Wait),
-        other => Err(PyValueError::new_err(format!("full_channel must be \"drop\" or \"wait\", got {other:?}"))),
-    }
-}
-
-fn positive(name: &str, v: i64) -> PyResult<usize> {
-    if v < 1 {
-        return Err(PyValueError::new_err(format!("{name} must be >= 1, got {v}")));
-    }
-    usize::try_from(v).map_err(|_| PyValueError::new_err(format!("{name} is too large: {v}")))
 }
 
 #[pymethods]
@@ -147,12 +127,6 @@ impl PyBroadcaster {
         catch_up_wait: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let correlator = CorrelatorArgs { lru_cache_size, burst, qps, max_events, max_interval }.options()?;
-        // Checks the key functions now; every sink gets its own wrappers later.
-        key_funcs_from_py(
-            key_func.as_ref().map(|f| f.clone_ref(py)),
-            message_func.as_ref().map(|f| f.clone_ref(py)),
-            spam_key_func.as_ref().map(|f| f.clone_ref(py)),
-        )?;
         let sleep_nanos = match sleep_duration {
             None => crate::sink::DEFAULT_SLEEP_NANOS,
             Some(d) => seconds_arg(d, "sleep_duration", false)?,
@@ -162,31 +136,26 @@ impl PyBroadcaster {
             Some(d) => Duration::from_nanos(seconds_arg(d, "catch_up_wait", false)? as u64),
         };
         let options = Options {
-            queue_length: positive("queue_length", queue_length)?,
-            full_channel: self::full_channel(full_channel)?,
-            retry: RetryPolicy {
-                max_tries: positive("max_tries", max_tries)?.min(u32::MAX as usize) as u32,
-                sleep_nanos,
-            },
+            queue_length: count_option("queue_length", queue_length)?.get(),
+            full_channel: full_channel_option(full_channel)?,
+            retry: RetryPolicy::new(max_tries, sleep_nanos)?,
             correlator,
             clock: clock_arg(clock)?,
             catch_up_wait,
         };
-        let reporter = Arc::new(PyReporter { logger: kubevents_logger(py)?.unbind() });
-        let core = EventBroadcaster::new(options, reporter)?;
-        Ok(PyBroadcaster {
-            shared: Arc::new(BroadcasterBinding {
-                hub: Arc::new(RecorderHub::new(core)),
-                key_func,
-                message_func,
-                spam_key_func,
-                turns: Arc::new(GilTurns::default()),
-                running_loop: py.import(intern!(py, "asyncio"))?.getattr(intern!(py, "_get_running_loop"))?.unbind(),
-                sink_loops: PyList::empty(py).unbind(),
-                failures: Arc::default(),
-                generation: lifecycle::generation(),
-            }),
-        })
+        let core = EventBroadcaster::new(options, Arc::new(PyReporter::new(py)?))?;
+        let shared = BroadcasterBinding {
+            hub: Arc::new(RecorderHub::new(core)),
+            key_func,
+            message_func,
+            spam_key_func,
+            turns: Arc::new(GilTurns::default()),
+            running_loop: py.import(intern!(py, "asyncio"))?.getattr(intern!(py, "_get_running_loop"))?.unbind(),
+            guard: Guard::new(py, "Broadcaster"),
+        };
+        // Checks the key functions now; every sink gets its own wrappers later.
+        shared.key_funcs(py)?;
+        Ok(PyBroadcaster { shared: Arc::new(shared) })
     }
 
     /// A recorder whose events have source `component` (and `host`).
@@ -208,21 +177,11 @@ impl PyBroadcaster {
         let py = slf.py();
         let s = &slf.get().shared;
         s.check()?;
-        if workers > MAX_WORKERS {
-            return Err(PyValueError::new_err(format!("workers must be <= {MAX_WORKERS}, got {workers}")));
-        }
-        let workers = positive("workers", workers)?;
-        let sink = Arc::new(PySink::new(sink, s.turns.clone(), s.failures.clone())?);
-        let funcs = key_funcs_from_py(
-            s.key_func.as_ref().map(|f| f.clone_ref(py)),
-            s.message_func.as_ref().map(|f| f.clone_ref(py)),
-            s.spam_key_func.as_ref().map(|f| f.clone_ref(py)),
-        )?;
-        let event_loop = sink.event_loop(py);
-        let w = lifecycle::detach(py, || s.core().start_recording_to_sink(sink, workers, funcs))?;
-        if let Some(l) = event_loop {
-            s.sink_loops.bind(py).append(l)?;
-        }
+        let workers = workers_option(workers)?;
+        let sink = Arc::new(PySink::new(sink, s.turns.clone(), s.guard.failures.clone())?);
+        let funcs = s.key_funcs(py)?;
+        let w = lifecycle::detach(py, || s.core().start_recording_to_sink(sink.clone(), workers, funcs))?;
+        s.guard.add_sink(py, &sink)?;
         lifecycle::track(slf.as_any())?;
         Ok(PyWatcher { inner: w })
     }
@@ -246,18 +205,10 @@ impl PyBroadcaster {
         if !callback.bind(slf.py()).is_callable() {
             return Err(PyTypeError::new_err("callback must be callable"));
         }
-        let this = slf.get();
-        let (shared, turns) = (Arc::downgrade(&this.shared), this.shared.turns.clone());
-        Self::start(slf, "watcher", move |events| {
-            turns.attach(|py| {
-                for e in events {
-                    let r = event_to_py(py, e).and_then(|d| lifecycle::call(callback.bind(py), [&d]));
-                    if let Err(e) = r {
-                        handler_failed(&shared, py, "event watcher callback", e);
-                    }
-                }
-            })
-        })
+        fn arg(py: Python<'_>, e: Arc<Event>) -> PyResult<Bound<'_, PyAny>> {
+            Ok(event_to_py(py, &e)?.into_any())
+        }
+        Self::start(slf, "watcher", "event watcher callback", callback, Arc::clone, arg)
     }
 
     /// Stops accepting events, distributes what is queued and lets every sink deliver what it holds (once
@@ -271,18 +222,11 @@ impl PyBroadcaster {
         let s = &self.shared;
         s.check()?;
         let timeout = timeout_arg(timeout)?;
-        lifecycle::refuse_on_sink_loop(py, s.sink_loops.bind(py), "shutdown()")?;
+        s.guard.refuse_on_sink_loop(py, "shutdown()")?;
         s.core().begin_shutdown();
-        let done = s.wait_shut_down(py, timeout)?;
-        s.failures.take_interrupt()?;
+        let done = s.guard.wait(py, timeout, |slice| s.core().wait_shut_down(Some(slice)))?;
         let stats = self.stats(py)?;
-        if !done {
-            let pending = s.core().stats().pending;
-            return Err(PyTimeoutError::new_err(format!(
-                "shutdown timed out with {pending} deliveries still pending; they go on in the background"
-            )));
-        }
-        s.hub.report_shut_down();
+        s.hub.end_shutdown(done)?;
         Ok(stats)
     }
 
@@ -309,10 +253,8 @@ impl PyBroadcaster {
         let s = &self.shared;
         s.check()?;
         let timeout = timeout_arg(timeout)?;
-        lifecycle::refuse_on_sink_loop(py, s.sink_loops.bind(py), "wait_idle()")?;
-        let idle = lifecycle::wait_until(py, timeout, |slice| s.core().wait_idle(Some(slice)))?;
-        s.failures.take_interrupt()?;
-        Ok(idle)
+        s.guard.refuse_on_sink_loop(py, "wait_idle()")?;
+        s.guard.wait(py, timeout, |slice| s.core().wait_idle(Some(slice)))
     }
 
     /// Counters: received, dropped_incoming, dropped_after_shutdown, dropped_watchers (per watcher name),
@@ -327,14 +269,11 @@ impl PyBroadcaster {
 
     /// For the exit hook: shuts down, waiting up to `timeout` seconds, and answers what was not delivered.
     fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (&'static str, u64) {
-        if lifecycle::is_forked(self.shared.generation) {
+        if self.shared.guard.is_forked() {
             return ("Broadcaster", 0);
         }
-        let core = self.shared.core();
-        core.begin_shutdown();
         let wait = Duration::try_from_secs_f64(timeout).unwrap_or_default();
-        lifecycle::detach(py, || core.wait_shut_down(Some(wait)));
-        ("Broadcaster", core.stats().pending)
+        ("Broadcaster", lifecycle::detach(py, || self.shared.core().exit_flush(wait)))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -366,11 +305,11 @@ impl PyBroadcaster {
         slf: &Bound<'_, Self>,
         kind: &str,
         logger: Option<&Bound<'_, PyAny>>,
-        format: fn(&crate::event::Event) -> String,
+        format: fn(&Event) -> String,
     ) -> PyResult<PyWatcher> {
         let py = slf.py();
         let target = match logger.filter(|l| !l.is_none()) {
-            None => kubevents_logger(py)?.getattr("info")?,
+            None => PyReporter::new(py)?.logger.into_bound(py).getattr("info")?,
             // A logging.Logger (or adapter) logs at INFO; any other callable gets the line.
             Some(l) if l.hasattr("isEnabledFor")? => l.getattr("info")?,
             Some(l) if l.is_callable() => l.clone(),
@@ -382,28 +321,36 @@ impl PyBroadcaster {
             }
         }
         .unbind();
-        // A watcher thread must not keep the broadcaster alive: dropping it is what ends the thread.
-        let this = slf.get();
-        let (shared, turns) = (Arc::downgrade(&this.shared), this.shared.turns.clone());
-        Self::start(slf, kind, move |events| {
-            let lines: Vec<String> = events.iter().map(|e| format(e)).collect();
-            turns.attach(|py| {
-                for line in lines {
-                    if let Err(e) = lifecycle::call(target.bind(py), [PyString::new(py, &line).as_any()]) {
-                        handler_failed(&shared, py, "logger", e);
-                    }
-                }
-            })
-        })
+        fn arg(py: Python<'_>, line: String) -> PyResult<Bound<'_, PyAny>> {
+            Ok(PyString::new(py, &line).into_any())
+        }
+        Self::start(slf, kind, "logger", target, move |e: &Arc<Event>| format(e), arg)
     }
 
-    fn start(
+    /// Starts a watcher `kind` that calls `target` with `arg` of what `prepare` made of each event without the
+    /// GIL; what `target` raises is reported as raised by `what`.
+    fn start<T: Send + 'static>(
         slf: &Bound<'_, Self>,
         kind: &str,
-        handler: impl FnMut(&[Arc<crate::event::Event>]) + Send + 'static,
+        what: &'static str,
+        target: Py<PyAny>,
+        prepare: impl Fn(&Arc<Event>) -> T + Send + 'static,
+        arg: for<'py> fn(Python<'py>, T) -> PyResult<Bound<'py, PyAny>>,
     ) -> PyResult<PyWatcher> {
         let s = &slf.get().shared;
         s.check()?;
+        // A watcher thread must not keep the broadcaster alive: dropping it is what ends the thread.
+        let (shared, turns) = (Arc::downgrade(s), s.turns.clone());
+        let handler = move |events: &[Arc<Event>]| {
+            let prepared: Vec<T> = events.iter().map(&prepare).collect();
+            turns.attach(|py| {
+                for p in prepared {
+                    if let Err(e) = arg(py, p).and_then(|a| lifecycle::call(target.bind(py), [&a])) {
+                        handler_failed(&shared, py, what, e);
+                    }
+                }
+            })
+        };
         let w = lifecycle::detach(slf.py(), || s.core().start_event_watcher(kind, handler))?;
         lifecycle::track(slf.as_any())?;
         Ok(PyWatcher { inner: w })
@@ -413,19 +360,11 @@ impl PyBroadcaster {
 /// Counts and logs an exception raised by a callback or logger, with its traceback the first time; the
 /// watcher goes on. A `KeyboardInterrupt` or `SystemExit` is kept to be raised by `shutdown`/`wait_idle`.
 fn handler_failed(shared: &Weak<BroadcasterBinding>, py: Python<'_>, what: &str, e: PyErr) {
-    let mut msg = format!("{what} raised {}", e.value(py).repr().map(|r| r.to_string()).unwrap_or_default());
-    match shared.upgrade() {
-        Some(s) => {
-            s.core().count_handler_error();
-            if s.failures.keep_interrupt(py, &e) {
-                msg.push_str("; the next shutdown() or wait_idle() raises it again");
-            } else if let Some(tb) = s.failures.traceback_once(py, &e) {
-                msg = format!("{msg}\n{tb}");
-            }
-            s.core().reporter().error(&msg);
-        }
-        None => e.print(py),
-    }
+    let Some(s) = shared.upgrade() else { return e.print(py) };
+    let error = e.value(py).repr().map(|r| r.to_string()).unwrap_or_default();
+    let kept = keep_interrupt(&s.guard.failures, py, &e);
+    let traceback = if kept { None } else { traceback_once(&s.guard.failures, py, &e) };
+    s.core().handler_failed(what, &error, kept, traceback.as_deref());
 }
 
 /// A started watcher; `stop()` ends it.
@@ -488,103 +427,111 @@ pub(crate) fn checked_call(
 
 impl PyRecorder {
     #[allow(clippy::too_many_arguments)]
-    fn generate(
+    fn generate<'py>(
         &self,
-        py: Python<'_>,
-        obj: &Bound<'_, PyAny>,
+        obj: &Bound<'py, PyAny>,
         annotations: Option<BTreeMap<String, String>>,
         type_: &Bound<'_, PyString>,
         reason: String,
         message: String,
         time: Option<crate::time::Time>,
         field_path: Option<&str>,
-    ) -> PyResult<()> {
-        let b = &self.binding;
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let (b, py) = (&self.binding, obj.py());
         b.check()?;
         let (type_, reference) = checked_call(obj, type_, field_path)?;
-        if !self.core.record(reference, annotations, type_, reason, message, time)? {
-            return Ok(());
+        if !self.core.record(reference, annotations.filter(|a| !a.is_empty()), type_, reason, message, time)? {
+            return Ok(None);
         }
         b.turns.hand_over(py);
         // Never on an asyncio loop's thread, which the wait would stall, async sinks included.
         if self.core.should_catch_up() && b.running_loop.bind(py).call0()?.is_none() {
             lifecycle::detach(py, || self.core.catch_up());
         }
-        Ok(())
+        Ok(None)
     }
 }
 
-#[pymethods]
-impl PyRecorder {
-    /// Records an event for `obj` with `message` as given.
-    #[pyo3(signature = (obj, r#type, reason, message, *, field_path=None))]
-    fn event(
-        &self,
-        py: Python<'_>,
-        obj: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
-        #[pyo3(from_py_with = str_opt::reason)] reason: String,
-        #[pyo3(from_py_with = str_opt::message)] message: String,
-        field_path: Option<&str>,
-    ) -> PyResult<()> {
-        self.generate(py, obj, None, &r#type, reason, message, None, field_path)
-    }
+/// The `#[pymethods]` of `Recorder` for `$ty`, with `$extra` methods: each converts its arguments, in the same
+/// order with the same errors, for `$ty::generate(obj, annotations, type, reason, message, time, field_path)`.
+/// `testing::PyRecorderCheck` takes them too, so that its checks cannot drift from the recorder's. The caller
+/// imports `str_opt`, `format_message` and `to_time`.
+macro_rules! recorder_methods {
+    ($ty:ty { $($extra:tt)* }) => {
+        #[pymethods]
+        impl $ty {
+            /// Records an event for `obj` with `message` as given.
+            #[pyo3(signature = (obj, r#type, reason, message, *, field_path=None))]
+            fn event<'py>(
+                &self,
+                obj: &Bound<'py, PyAny>,
+                #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
+                #[pyo3(from_py_with = str_opt::reason)] reason: String,
+                #[pyo3(from_py_with = str_opt::message)] message: String,
+                field_path: Option<&str>,
+            ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+                self.generate(obj, None, &r#type, reason, message, None, field_path)
+            }
 
-    /// Records an event whose message is `fmt % args` (or `fmt` as it is when no args are given).
-    #[pyo3(signature = (obj, r#type, reason, fmt, *args, field_path=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn eventf(
-        &self,
-        py: Python<'_>,
-        obj: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
-        #[pyo3(from_py_with = str_opt::reason)] reason: String,
-        #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
-        args: &Bound<'_, PyTuple>,
-        field_path: Option<&str>,
-    ) -> PyResult<()> {
-        let message = format_message(&fmt, args)?;
-        self.generate(py, obj, None, &r#type, reason, message, None, field_path)
-    }
+            /// Records an event whose message is `fmt % args` (or `fmt` as it is when no args are given).
+            #[pyo3(signature = (obj, r#type, reason, fmt, *args, field_path=None))]
+            #[allow(clippy::too_many_arguments)]
+            fn eventf<'py>(
+                &self,
+                obj: &Bound<'py, PyAny>,
+                #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
+                #[pyo3(from_py_with = str_opt::reason)] reason: String,
+                #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
+                args: &Bound<'_, PyTuple>,
+                field_path: Option<&str>,
+            ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+                let message = format_message(&fmt, args)?;
+                self.generate(obj, None, &r#type, reason, message, None, field_path)
+            }
 
-    /// `eventf` with annotations on the event.
-    #[pyo3(signature = (obj, annotations, r#type, reason, fmt, *args, field_path=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn annotated_eventf(
-        &self,
-        py: Python<'_>,
-        obj: &Bound<'_, PyAny>,
-        annotations: Option<BTreeMap<String, String>>,
-        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
-        #[pyo3(from_py_with = str_opt::reason)] reason: String,
-        #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
-        args: &Bound<'_, PyTuple>,
-        field_path: Option<&str>,
-    ) -> PyResult<()> {
-        let message = format_message(&fmt, args)?;
-        self.generate(py, obj, annotations.filter(|a| !a.is_empty()), &r#type, reason, message, None, field_path)
-    }
+            /// `eventf` with annotations on the event.
+            #[pyo3(signature = (obj, annotations, r#type, reason, fmt, *args, field_path=None))]
+            #[allow(clippy::too_many_arguments)]
+            fn annotated_eventf<'py>(
+                &self,
+                obj: &Bound<'py, PyAny>,
+                annotations: Option<BTreeMap<String, String>>,
+                #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
+                #[pyo3(from_py_with = str_opt::reason)] reason: String,
+                #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
+                args: &Bound<'_, PyTuple>,
+                field_path: Option<&str>,
+            ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+                let message = format_message(&fmt, args)?;
+                self.generate(obj, annotations, &r#type, reason, message, None, field_path)
+            }
 
-    /// `eventf` for something that happened at `timestamp` (a datetime or epoch seconds), which becomes the
-    /// event's first and last timestamp.
-    #[pyo3(signature = (obj, timestamp, r#type, reason, fmt, *args, field_path=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn past_eventf(
-        &self,
-        py: Python<'_>,
-        obj: &Bound<'_, PyAny>,
-        timestamp: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
-        #[pyo3(from_py_with = str_opt::reason)] reason: String,
-        #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
-        args: &Bound<'_, PyTuple>,
-        field_path: Option<&str>,
-    ) -> PyResult<()> {
-        let t = to_time(timestamp, "timestamp")?;
-        let message = format_message(&fmt, args)?;
-        self.generate(py, obj, None, &r#type, reason, message, Some(t), field_path)
-    }
+            /// `eventf` for something that happened at `timestamp` (a datetime or epoch seconds), which becomes
+            /// the event's first and last timestamp.
+            #[pyo3(signature = (obj, timestamp, r#type, reason, fmt, *args, field_path=None))]
+            #[allow(clippy::too_many_arguments)]
+            fn past_eventf<'py>(
+                &self,
+                obj: &Bound<'py, PyAny>,
+                timestamp: &Bound<'_, PyAny>,
+                #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
+                #[pyo3(from_py_with = str_opt::reason)] reason: String,
+                #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
+                args: &Bound<'_, PyTuple>,
+                field_path: Option<&str>,
+            ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+                let t = to_time(timestamp, "timestamp")?;
+                let message = format_message(&fmt, args)?;
+                self.generate(obj, None, &r#type, reason, message, Some(t), field_path)
+            }
 
+            $($extra)*
+        }
+    };
+}
+pub(crate) use recorder_methods;
+
+recorder_methods!(PyRecorder {
     /// The event source: `{"component": ..., "host": ...}`.
     #[getter]
     fn source<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -599,4 +546,4 @@ impl PyRecorder {
         let source = self.core.source();
         format!("Recorder(component={:?}, host={:?})", source.component, source.host)
     }
-}
+});

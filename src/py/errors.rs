@@ -1,6 +1,6 @@
 //! The one place core errors become Python exceptions, and int and str arguments whose errors name them.
 
-use pyo3::exceptions::{PyOSError, PyOverflowError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyOverflowError, PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use pyo3::{intern, PyErr};
@@ -11,9 +11,6 @@ use crate::error::Error;
 impl From<Error> for PyErr {
     fn from(e: Error) -> PyErr {
         match e {
-            Error::Type { .. } => PyTypeError::new_err(e.to_string()),
-            Error::Value { .. } | Error::Option(_) => PyValueError::new_err(e.to_string()),
-            Error::Clock(m) => PyRuntimeError::new_err(m),
             Error::Io(io) => PyErr::from(io),
             Error::External(inner) => match inner.downcast::<PyErr>() {
                 Ok(py_err) => *py_err,
@@ -27,21 +24,20 @@ impl From<Error> for PyErr {
                 // A Python error raised while iterating a trace keeps its class; only core errors get the line.
                 Error::External(inner) => PyErr::from(Error::External(inner)),
                 Error::Io(io) => PyOSError::new_err(format!("line {line}: {io}")),
-                inner => {
-                    let base = PyErr::from(inner);
-                    pyo3::Python::attach(|py| {
-                        let msg = format!("line {line}: {}", base.value(py));
-                        if base.is_instance_of::<PyTypeError>(py) {
-                            PyTypeError::new_err(msg)
-                        } else if base.is_instance_of::<PyValueError>(py) {
-                            PyValueError::new_err(msg)
-                        } else {
-                            PyRuntimeError::new_err(msg)
-                        }
-                    })
-                }
+                inner => new_err(&inner, format!("line {line}: {inner}")),
             },
+            e => new_err(&e, e.to_string()),
         }
+    }
+}
+
+/// The exception of `e`'s class, saying `message`.
+fn new_err(e: &Error, message: String) -> PyErr {
+    match e {
+        Error::Type { .. } => PyTypeError::new_err(message),
+        Error::Value { .. } | Error::Option(_) => PyValueError::new_err(message),
+        Error::Timeout(_) => PyTimeoutError::new_err(message),
+        _ => PyRuntimeError::new_err(message),
     }
 }
 

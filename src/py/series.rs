@@ -2,34 +2,35 @@
 //! events.k8s.io/v1 engine thread. Here: the conversions, the Python sink and logger, the GIL.
 
 use std::collections::BTreeMap;
-use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict};
 
+use super::broadcaster::PyReporter;
 use super::clock::{clock_arg, timeout_arg, to_duration};
 use super::convert::{meta_to_py, reference_to_py, series_to_py, set_str, source_to_py, time_str, type_name};
 use super::errors::{int_arg, int_opt};
 use super::gil::GilTurns;
 use super::lifecycle;
 use super::reference::reference_of;
-use super::sink::{Failures, PySink};
+use super::sink::{Guard, PySink};
+use crate::error::{count_option, Error};
 use crate::event::ObjectReference;
 use crate::series::{
     EngineOptions, EventV1, EventV1Input, EventsBroadcaster, Host, SeriesEngine, SinkV1, StartError, DEFAULT_CACHE_SIZE,
 };
-use crate::sink::{WriteError, DEFAULT_MAX_TRIES};
+use crate::sink::{RetryPolicy, WriteError, DEFAULT_MAX_TRIES, DEFAULT_SLEEP_NANOS};
 use crate::sync::lock;
 
 // The constructor's signature spells these defaults as literals, so that the stubs can show them.
 const _: () = assert!(DEFAULT_MAX_TRIES == 12 && DEFAULT_CACHE_SIZE == 4096);
 
-/// An events.k8s.io/v1 Event as a dict of its JSON shape, key for key as `EventV1` serializes (by hand:
-/// every write crosses here, and a JSON round trip costs several microseconds).
+/// An events.k8s.io/v1 Event as a dict of its JSON shape, key for key as `EventV1` serializes (by hand, with
+/// interned keys: every write crosses here, and `pythonize` costs it nearly twice as much, see BENCHMARKS.md).
 pub fn event_v1_to_py<'py>(py: Python<'py>, e: &EventV1) -> PyResult<Bound<'py, PyAny>> {
     let d = PyDict::new(py);
     set_str(&d, intern!(py, "apiVersion"), &e.api_version)?;
@@ -69,43 +70,23 @@ pub fn event_v1_from_py(v: &Bound<'_, PyAny>, what: &str) -> PyResult<EventV1> {
     if !v.is_instance_of::<PyDict>() {
         return Err(PyTypeError::new_err(format!("{what}: expected a dict, got {}", type_name(v))));
     }
-    let text: String = v.py().import("json")?.call_method1("dumps", (v,))?.extract()?;
-    serde_json::from_str(&text)
-        .map_err(|e| PyValueError::new_err(format!("{what}: not an events.k8s.io/v1 Event: {e}")))
+    pythonize::depythonize(v).map_err(|e| PyValueError::new_err(format!("{what}: not an events.k8s.io/v1 Event: {e}")))
 }
 
 /// A Python sink (`create(event)`, `patch(event, patch_bytes)`, plain or `async def`), called through the
 /// recording pipeline's sink caller: its exception classification, and its loop for async methods.
 struct PySinkV1 {
     caller: PySink,
-    create: Py<PyAny>,
-    patch: Py<PyAny>,
-    logger: Py<PyAny>,
+    logger: PyReporter,
 }
 
 impl PySinkV1 {
-    fn new(sink: &Bound<'_, PyAny>, failures: Arc<Failures>) -> PyResult<Self> {
-        let py = sink.py();
-        // The engine thread takes the GIL a chunk of writes at a time (`Gil`), not through the turns.
-        let caller = PySink::new(sink, Arc::new(GilTurns::default()), failures)?;
-        let (create, patch) = PySink::methods(sink)?;
-        let logger = py.import(intern!(py, "logging"))?.call_method1(intern!(py, "getLogger"), ("kubevents",))?;
-        Ok(PySinkV1 { caller, create: create.unbind(), patch: patch.unbind(), logger: logger.unbind() })
-    }
-
-    fn call(
-        &self,
-        create: bool,
-        event: &EventV1,
-        patch: Option<&[u8]>,
-        answer: bool,
-    ) -> Result<Option<EventV1>, WriteError> {
+    fn call(&self, event: &EventV1, patch: Option<&[u8]>, answer: bool) -> Result<Option<EventV1>, WriteError> {
         lifecycle::attach(|py| {
             let arg = event_v1_to_py(py, event).map_err(|e| WriteError::give_up(e.to_string()))?;
-            let method = if create { &self.create } else { &self.patch };
             let out = match patch {
-                None => self.caller.call(py, method, [&arg])?,
-                Some(p) => self.caller.call(py, method, [&arg, PyBytes::new(py, p).as_any()])?,
+                None => self.caller.call(py, &self.caller.create, [&arg])?,
+                Some(p) => self.caller.call(py, &self.caller.patch, [&arg, PyBytes::new(py, p).as_any()])?,
             };
             // An answer that is not an event is taken as "written as sent".
             if answer && out.is_instance_of::<PyDict>() {
@@ -118,25 +99,17 @@ impl PySinkV1 {
 
 impl SinkV1 for PySinkV1 {
     fn create(&mut self, event: &EventV1, answer: bool) -> Result<Option<EventV1>, WriteError> {
-        self.call(true, event, None, answer)
+        self.call(event, None, answer)
     }
 
     fn patch(&mut self, event: &EventV1, patch: &[u8], answer: bool) -> Result<Option<EventV1>, WriteError> {
-        self.call(false, event, Some(patch), answer)
+        self.call(event, Some(patch), answer)
     }
 
     fn report(&mut self, message: &str) {
-        lifecycle::attach(|py| {
-            let message = PyString::new(py, message);
-            let logged = self
-                .logger
-                .bind(py)
-                .getattr(intern!(py, "warning"))
-                .and_then(|warning| lifecycle::call(&warning, [intern!(py, "%s").as_any(), message.as_any()]));
-            if let Err(e) = logged {
-                e.write_unraisable(py, None);
-            }
-        })
+        if let Err(e) = self.logger.log("warning", ["%s", message]) {
+            lifecycle::attach(|py| e.write_unraisable(py, None));
+        }
     }
 }
 
@@ -156,17 +129,12 @@ pub struct PyEventsV1Engine {
     core: EventsBroadcaster,
     /// The sink until `start` hands it to the engine thread.
     unstarted: Mutex<Option<Py<PyAny>>>,
-    /// What the sink raised that must reach a caller: `KeyboardInterrupt`, `SystemExit`.
-    failures: Arc<Failures>,
-    /// The asyncio loop of an async sink, once recording: a blocking wait on it would never end.
-    sink_loops: Py<PyList>,
-    /// The fork generation the engine was made in.
-    generation: u64,
+    guard: Guard,
 }
 
 impl Drop for PyEventsV1Engine {
     fn drop(&mut self) {
-        if lifecycle::is_forked(self.generation) {
+        if self.guard.is_forked() {
             self.core.abandon();
             return;
         }
@@ -180,12 +148,10 @@ impl PyEventsV1Engine {
     /// for the engine thread on that very thread (from the sink) or on the async sink's loop.
     fn check_usable(&self, py: Python<'_>, blocking: Option<&str>) -> PyResult<()> {
         // First, before any lock: a lock a parent thread held at the fork stays held in the child.
-        lifecycle::check_not_forked(self.generation, "EventsBroadcaster")?;
+        self.guard.check()?;
         if let Some(what) = blocking {
-            if self.core.on_worker() {
-                return Err(PyRuntimeError::new_err(format!("{what} called from the sink, on the engine thread")));
-            }
-            lifecycle::refuse_on_sink_loop(py, self.sink_loops.bind(py), &format!("{what}()"))?;
+            self.core.refuse_on_worker(what)?;
+            self.guard.refuse_on_sink_loop(py, &format!("{what}()"))?;
         }
         Ok(())
     }
@@ -214,25 +180,13 @@ impl PyEventsV1Engine {
         // Checked now; the caller is made when recording starts, on the loop running then.
         PySink::methods(sink)?;
         let clock = clock_arg(clock)?;
-        let mut options = EngineOptions { seed, ..EngineOptions::default() };
-        if let Some(d) = sleep_duration {
-            options.retry.sleep_nanos = to_duration(d, "sleep_duration")?;
-        }
-        if max_tries < 1 {
-            return Err(PyValueError::new_err(format!("max_tries must be >= 1, got {max_tries}")));
-        }
-        // As in the core/v1 Broadcaster: more tries than a u32 holds are as good as unlimited.
-        options.retry.max_tries = u32::try_from(max_tries).unwrap_or(u32::MAX);
-        options.cache_size = usize::try_from(cache_size)
-            .ok()
-            .and_then(NonZeroUsize::new)
-            .ok_or_else(|| PyValueError::new_err(format!("cache_size must be >= 1, got {cache_size}")))?;
+        let sleep = sleep_duration.map(|d| to_duration(d, "sleep_duration")).transpose()?;
+        let retry = RetryPolicy::new(max_tries, sleep.unwrap_or(DEFAULT_SLEEP_NANOS))?;
+        let options = EngineOptions { retry, cache_size: count_option("cache_size", cache_size)?, seed };
         Ok(PyEventsV1Engine {
             core: EventsBroadcaster::new(SeriesEngine::new(clock, options)?),
             unstarted: Mutex::new(Some(sink.clone().unbind())),
-            failures: Arc::default(),
-            sink_loops: PyList::empty(sink.py()).unbind(),
-            generation: lifecycle::generation(),
+            guard: Guard::new(sink.py(), "EventsBroadcaster"),
         })
     }
 
@@ -285,21 +239,14 @@ impl PyEventsV1Engine {
     /// Starts the engine thread: events recorded from now on reach the sink.
     fn start(&self, py: Python<'_>) -> PyResult<()> {
         self.check_usable(py, None)?;
-        let refused = |e: StartError| match e {
-            StartError::Spawn(e) => PyErr::from(e),
-            e => PyRuntimeError::new_err(e.to_string()),
-        };
-        self.core.can_start().map_err(refused)?;
-        let obj =
-            lock(&self.unstarted).as_ref().map(|s| s.clone_ref(py)).ok_or_else(|| refused(StartError::ShutDown))?;
-        // Made here, so that an async sink runs on the loop running now.
-        let sink = PySinkV1::new(obj.bind(py), self.failures.clone())?;
-        let event_loop = sink.caller.event_loop(py);
-        self.core.start(sink, Gil).map_err(refused)?;
+        self.core.can_start().map_err(Error::from)?;
+        let obj = lock(&self.unstarted).as_ref().map(|s| s.clone_ref(py)).ok_or(Error::from(StartError::ShutDown))?;
+        // Made here, so that an async sink runs on the loop running now. The engine thread takes the GIL a
+        // chunk of writes at a time (`Gil`), not through the turns.
+        let caller = PySink::new(obj.bind(py), Arc::new(GilTurns::default()), self.guard.failures.clone())?;
+        self.guard.add_sink(py, &caller)?;
+        self.core.start(PySinkV1 { caller, logger: PyReporter::new(py)? }, Gil).map_err(Error::from)?;
         drop(lock(&self.unstarted).take());
-        if let Some(l) = event_loop {
-            self.sink_loops.bind(py).append(l)?;
-        }
         Ok(())
     }
 
@@ -318,12 +265,10 @@ impl PyEventsV1Engine {
     fn wait_idle(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
         self.check_usable(py, Some("wait_idle"))?;
         let timeout = timeout_arg(timeout)?;
-        let idle = match self.core.kick() {
-            Some(kick) => lifecycle::wait_until(py, timeout, |slice| self.core.wait_idle(kick, slice))?,
-            None => true,
-        };
-        self.failures.take_interrupt()?;
-        Ok(idle)
+        match self.core.kick() {
+            Some(kick) => self.guard.wait(py, timeout, |slice| self.core.wait_idle(kick, slice)),
+            None => self.guard.failures.take().map_or(Ok(true), Err),
+        }
     }
 
     /// Stops taking events, records the queued ones, gives every pending retry one last attempt and writes
@@ -336,10 +281,9 @@ impl PyEventsV1Engine {
         self.check_usable(py, Some("shutdown"))?;
         let timeout = timeout_arg(timeout)?;
         self.begin_stop();
-        let finished = lifecycle::wait_until(py, timeout, |slice| self.core.wait_finished(slice))?;
-        self.failures.take_interrupt()?;
-        if finished && self.core.failed() {
-            return Err(PyRuntimeError::new_err("the engine thread failed"));
+        let finished = self.guard.wait(py, timeout, |slice| self.core.wait_finished(slice))?;
+        if finished {
+            self.core.check_failed()?;
         }
         Ok(finished)
     }
@@ -347,17 +291,16 @@ impl PyEventsV1Engine {
     /// For the exit hook: stops, waits up to `timeout` seconds for the engine thread without raising, and
     /// answers how many events or writes it had not made (queued, under way, waiting for a retry).
     fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> u64 {
-        self.begin_stop();
+        drop(lock(&self.unstarted).take());
         let wait = Duration::try_from_secs_f64(timeout).unwrap_or_default();
-        lifecycle::detach(py, || self.core.wait_finished(wait));
-        self.core.undelivered()
+        lifecycle::detach(py, || self.core.exit_flush(wait))
     }
 
     /// Counters: what the series cache decided, what the sink did, what was dropped. Never waits for the
     /// engine thread: its counters are as of its last write.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.check_usable(py, None)?;
-        pythonize::pythonize(py, &self.core.stats()).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+        Ok(pythonize::pythonize(py, &self.core.stats())?)
     }
 }
 

@@ -4,133 +4,140 @@
 //!
 //! `call` and `classify` are independent of the event API, for recorders of other event types.
 
-use crate::sync::lock;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyInt, PyString};
+use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString};
 use pyo3_async_runtimes::TaskLocals;
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::gil::GilTurns;
 use super::lifecycle;
 
 use super::convert::{event_from_py, event_to_py};
-use crate::event::Event;
+use crate::event::{AnswerState, Event};
 use crate::sink::{EventSink, WriteError};
-use crate::time::Time;
 
 /// How often a wait for an async sink's call looks whether its loop still runs.
 const LOOP_CHECK: Duration = Duration::from_millis(100);
 
-/// A failed sink call as a write error: the exception's HTTP `status` when it has one (the official
-/// clients' `ApiException`), else `TypeError`/`ValueError` give up and anything else is retried.
+/// A failed sink call as a write error, as `WriteError::from_call` classifies it: by the exception's HTTP
+/// `status` (the official clients' `ApiException`) and `body`, else `TypeError`/`ValueError` give up.
 pub fn classify(py: Python<'_>, err: &PyErr) -> WriteError {
     let value = err.value(py);
-    let message = || format!("{}: {}", value.get_type().name().map(|n| n.to_string()).unwrap_or_default(), value);
-    if let Ok(Some(status)) = value.getattr_opt(intern!(py, "status")) {
-        if status.is_instance_of::<PyInt>() {
-            // `ApiException(status=0)` is the client's own error, not an HTTP answer.
-            if let Ok(s @ 100..=599) = status.extract::<u16>() {
-                return WriteError::status(s, status_text(py, value).unwrap_or_else(message));
-            }
-        }
-    }
-    let message = message();
-    if err.is_instance_of::<PyTypeError>(py) || err.is_instance_of::<PyValueError>(py) {
-        WriteError::give_up(message)
-    } else {
-        WriteError::retry(message)
-    }
+    let message = format!("{}: {}", value.get_type().name().map(|n| n.to_string()).unwrap_or_default(), value);
+    let attr = |name| value.getattr_opt(name).ok().flatten();
+    let status = attr(intern!(py, "status")).filter(|s| s.is_instance_of::<PyInt>()).and_then(|s| s.extract().ok());
+    let body = attr(intern!(py, "body"));
+    let body = body.as_ref().and_then(|b| match b.cast::<PyBytes>() {
+        Ok(b) => Some(b.as_bytes()),
+        Err(_) => b.cast::<PyString>().ok()?.to_str().ok().map(str::as_bytes),
+    });
+    let invalid = err.is_instance_of::<PyTypeError>(py) || err.is_instance_of::<PyValueError>(py);
+    WriteError::from_call(status, body, invalid, message)
 }
 
-/// The `Status` the server answered, from the exception's `body` (as the official clients' `ApiException` and
-/// `kubevents.sinks.ApiError` carry it), as `Reason: message`: one line, where the client's own text spans
-/// several with the response headers.
-fn status_text(py: Python<'_>, value: &Bound<'_, PyAny>) -> Option<String> {
-    let body = value.getattr_opt(intern!(py, "body")).ok()??;
-    if !(body.is_instance_of::<PyString>() || body.is_instance_of::<PyBytes>()) {
+/// What a broadcaster keeps of what its sinks and callbacks raised.
+pub type Failures = crate::sink::Failures<PyErr>;
+
+/// Keeps `err` for a caller's thread to raise again if it is not an `Exception` (`KeyboardInterrupt`,
+/// `SystemExit`), and says so.
+pub fn keep_interrupt(failures: &Failures, py: Python<'_>, err: &PyErr) -> bool {
+    if err.is_instance_of::<PyException>(py) {
+        return false;
+    }
+    failures.keep(|| err.clone_ref(py));
+    true
+}
+
+/// `err`'s traceback, the first time an error of its type is raised at its place; else None.
+pub fn traceback_once(failures: &Failures, py: Python<'_>, err: &PyErr) -> Option<String> {
+    let mut place = err.get_type(py).name().map(|n| n.to_string()).unwrap_or_default();
+    let mut tb = err.traceback(py);
+    while let Some(t) = tb {
+        let next = t.getattr(intern!(py, "tb_next")).ok().and_then(|n| n.cast_into().ok());
+        if next.is_none() {
+            let line = t.getattr(intern!(py, "tb_lineno")).map(|l| l.to_string()).unwrap_or_default();
+            let file = t
+                .getattr(intern!(py, "tb_frame"))
+                .and_then(|f| f.getattr(intern!(py, "f_code")))
+                .and_then(|c| c.getattr(intern!(py, "co_filename")))
+                .map(|f| f.to_string())
+                .unwrap_or_default();
+            place = format!("{place} at {file}:{line}");
+        }
+        tb = next;
+    }
+    if !failures.first_report(place) {
         return None;
     }
-    let status = py.import(intern!(py, "json")).ok()?.call_method1(intern!(py, "loads"), (body,)).ok()?;
-    let status = status.cast_into::<PyDict>().ok()?;
-    let field = |key: &str| -> Option<String> { status.get_item(key).ok()??.extract().ok() };
-    if field("kind")? != "Status" {
-        return None;
-    }
-    let (reason, message) = (field("reason").unwrap_or_default(), field("message").unwrap_or_default());
-    Some(match (reason.is_empty(), message.is_empty()) {
-        (false, false) => format!("{reason}: {message}"),
-        (true, _) => message,
-        (false, true) => reason,
-    })
+    // Type, value and traceback apart: before Python 3.12 the value alone may not carry its traceback.
+    let lines = py
+        .import(intern!(py, "traceback"))
+        .and_then(|m| {
+            m.call_method1(intern!(py, "format_exception"), (err.get_type(py), err.value(py), err.traceback(py)))
+        })
+        .and_then(|l| l.extract::<Vec<String>>());
+    lines.ok().map(|l| l.concat().trim_end().to_owned())
 }
 
-/// What a broadcaster keeps of the exceptions raised by its sinks and callbacks: the first one that is not an
-/// `Exception` (`KeyboardInterrupt`, `SystemExit`), to raise again on a caller's thread, and the errors whose
-/// traceback was logged already (once each: by type and the place it was raised).
-#[derive(Default)]
-pub struct Failures {
-    interrupt: Mutex<Option<PyErr>>,
-    logged: Mutex<HashSet<String>>,
+/// What both broadcasters' bindings keep besides their core: the fork generation they were made in, the
+/// asyncio loops of their async sinks (a blocking wait on one would stop the loop its sink needs) and what
+/// their sinks and callbacks raised.
+pub struct Guard {
+    what: &'static str,
+    generation: u64,
+    sink_loops: Py<PyList>,
+    pub failures: Arc<Failures>,
 }
 
-impl Failures {
-    /// Keeps `err` if it is not an `Exception`, and says so.
-    pub fn keep_interrupt(&self, py: Python<'_>, err: &PyErr) -> bool {
-        if err.is_instance_of::<PyException>(py) {
-            return false;
-        }
-        lock(&self.interrupt).get_or_insert_with(|| err.clone_ref(py));
-        true
+impl Guard {
+    /// The guard of a `what` (the class's name, for the errors) made now.
+    pub fn new(py: Python<'_>, what: &'static str) -> Self {
+        let sink_loops = PyList::empty(py).unbind();
+        Guard { what, generation: lifecycle::generation(), sink_loops, failures: Arc::default() }
     }
 
-    /// The first `KeyboardInterrupt` or `SystemExit` kept and not raised yet.
-    pub fn take_interrupt(&self) -> PyResult<()> {
-        match lock(&self.interrupt).take() {
-            Some(e) => Err(e),
+    /// Inherited through `os.fork()`.
+    pub fn is_forked(&self) -> bool {
+        lifecycle::is_forked(self.generation)
+    }
+
+    /// Raises when inherited through `os.fork()`.
+    pub fn check(&self) -> PyResult<()> {
+        lifecycle::check_not_forked(self.generation, self.what)
+    }
+
+    /// Raises for a blocking call `what` on the asyncio loop of an async sink.
+    pub fn refuse_on_sink_loop(&self, py: Python<'_>, what: &str) -> PyResult<()> {
+        lifecycle::refuse_on_sink_loop(py, self.sink_loops.bind(py), what)
+    }
+
+    /// `lifecycle::wait_until`, then raises the `KeyboardInterrupt` or `SystemExit` a sink raised, if any.
+    pub fn wait(
+        &self,
+        py: Python<'_>,
+        timeout: Option<Duration>,
+        done: impl FnMut(Duration) -> bool + Send,
+    ) -> PyResult<bool> {
+        let done = lifecycle::wait_until(py, timeout, done)?;
+        self.failures.take().map_or(Ok(done), Err)
+    }
+
+    /// Remembers the loop of `sink`, once it records, if it is async.
+    pub fn add_sink(&self, py: Python<'_>, sink: &PySink) -> PyResult<()> {
+        match sink.locals.as_ref() {
+            Some(l) => self.sink_loops.bind(py).append(l.event_loop(py)),
             None => Ok(()),
         }
-    }
-
-    /// `err`'s traceback, the first time an error of its type is raised at its place; else None.
-    pub fn traceback_once(&self, py: Python<'_>, err: &PyErr) -> Option<String> {
-        let mut place = err.get_type(py).name().map(|n| n.to_string()).unwrap_or_default();
-        let mut tb = err.traceback(py);
-        while let Some(t) = tb {
-            let next = t.getattr(intern!(py, "tb_next")).ok().and_then(|n| n.cast_into().ok());
-            if next.is_none() {
-                let line = t.getattr(intern!(py, "tb_lineno")).map(|l| l.to_string()).unwrap_or_default();
-                let file = t
-                    .getattr(intern!(py, "tb_frame"))
-                    .and_then(|f| f.getattr(intern!(py, "f_code")))
-                    .and_then(|c| c.getattr(intern!(py, "co_filename")))
-                    .map(|f| f.to_string())
-                    .unwrap_or_default();
-                place = format!("{place} at {file}:{line}");
-            }
-            tb = next;
-        }
-        if !lock(&self.logged).insert(place) {
-            return None;
-        }
-        // Type, value and traceback apart: before Python 3.12 the value alone may not carry its traceback.
-        let lines = py
-            .import(intern!(py, "traceback"))
-            .and_then(|m| {
-                m.call_method1(intern!(py, "format_exception"), (err.get_type(py), err.value(py), err.traceback(py)))
-            })
-            .and_then(|l| l.extract::<Vec<String>>());
-        lines.ok().map(|l| l.concat().trim_end().to_owned())
     }
 }
 
 /// A Python sink's methods and, for async ones, the loop they run on.
 pub struct PySink {
-    create: Py<PyAny>,
-    patch: Py<PyAny>,
+    pub create: Py<PyAny>,
+    pub patch: Py<PyAny>,
     locals: Option<TaskLocals>,
     turns: Arc<GilTurns>,
     failures: Arc<Failures>,
@@ -179,24 +186,16 @@ impl PySink {
         Ok(PySink { create: create.unbind(), patch: patch.unbind(), locals, turns, failures })
     }
 
-    /// The asyncio loop the sink's async methods run on, if any.
-    pub fn event_loop<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
-        self.locals.as_ref().map(|l| l.event_loop(py))
-    }
-
     /// A failed call as a write error. An exception that is not an `Exception` (`KeyboardInterrupt`,
     /// `SystemExit`) is never retried: it is kept for the broadcaster to raise again on a caller's thread.
     /// An error that is not an API error carries its traceback the first time it is seen.
     pub fn fail(&self, py: Python<'_>, err: &PyErr) -> WriteError {
-        if self.failures.keep_interrupt(py, err) {
-            let name = err.get_type(py).name().map(|n| n.to_string()).unwrap_or_default();
-            return WriteError::give_up(format!(
-                "the sink raised {name}: not retried; the next shutdown() or wait_idle() raises it again"
-            ));
+        if keep_interrupt(&self.failures, py, err) {
+            return WriteError::interrupted(&err.get_type(py).name().map(|n| n.to_string()).unwrap_or_default());
         }
         let mut e = classify(py, err);
         if e.status.is_none() {
-            if let Some(tb) = self.failures.traceback_once(py, err) {
+            if let Some(tb) = traceback_once(&self.failures, py, err) {
                 e.message = format!("{}\n{tb}", e.message);
             }
         }
@@ -258,9 +257,7 @@ impl PySink {
     }
 }
 
-/// Sets the fields `UpdateState` keeps (name, resourceVersion, count, firstTimestamp) of `e` from `d`; on an
-/// error `e` stays as sent. The strings go into the event's own buffers, and a first timestamp written as it
-/// was sent (the common answer) is not parsed again.
+/// Takes the fields `UpdateState` keeps (name, resourceVersion, count, firstTimestamp) from `d` into `e`.
 fn state_fields<'py>(py: Python<'py>, e: &mut Event, d: &Bound<'py, PyDict>) -> PyResult<()> {
     let text = |v: Option<Bound<'py, PyAny>>, what: &str| -> PyResult<Option<Bound<'py, PyString>>> {
         match v.filter(|v| !v.is_none()) {
@@ -283,24 +280,12 @@ fn state_fields<'py>(py: Python<'py>, e: &mut Event, d: &Bound<'py, PyDict>) -> 
         Some(v) => v.extract::<i32>().map_err(|_| PyTypeError::new_err("event.count: expected an int32"))?,
     };
     let first = text(d.get_item(intern!(py, "firstTimestamp"))?, "firstTimestamp")?;
-    let first = str_or_empty(&first)?;
-    // Written as sent: what parsing it would give.
-    let as_sent = e.first_timestamp.filter(|t| t.rfc3339_bytes() == first.as_bytes()).and_then(Time::whole_seconds);
-    let first_timestamp = match as_sent {
-        _ if first.is_empty() => None,
-        Some(t) => Some(t),
-        None => Some(
-            Time::parse_rfc3339(first).map_err(|err| PyValueError::new_err(format!("event.firstTimestamp: {err}")))?,
-        ),
+    let meta = match &meta {
+        Some((name, resource_version)) => Some((str_or_empty(name)?, str_or_empty(resource_version)?)),
+        None => None,
     };
-    if let Some((name, resource_version)) = meta {
-        let (name, resource_version) = (str_or_empty(&name)?, str_or_empty(&resource_version)?);
-        name.clone_into(&mut e.metadata.name);
-        resource_version.clone_into(&mut e.metadata.resource_version);
-    }
-    e.count = count;
-    e.first_timestamp = first_timestamp;
-    Ok(())
+    let first_timestamp = str_or_empty(&first)?;
+    Ok(e.take_state(&AnswerState { meta, count, first_timestamp })?)
 }
 
 /// The text of an optional str; empty when absent.

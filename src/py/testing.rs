@@ -5,23 +5,13 @@
 use std::collections::BTreeMap;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::types::{PyString, PyTuple};
 
-use super::broadcaster::{checked_call, format_message};
+use super::broadcaster::{checked_call, format_message, recorder_methods};
 use super::clock::to_time;
 use super::convert::reference_to_py;
 use super::errors::str_opt;
-
-/// What `PyRecorder::generate` checks before it records, and what the call would record.
-fn checked<'py>(
-    obj: &Bound<'py, PyAny>,
-    type_: &Bound<'_, PyString>,
-    message: String,
-    field_path: Option<&str>,
-) -> PyResult<(String, Bound<'py, PyDict>)> {
-    let (_, reference) = checked_call(obj, type_, field_path)?;
-    Ok((message, reference_to_py(obj.py(), &reference)?))
-}
+use crate::time::Time;
 
 /// The checks of `Recorder`'s methods: each raises what the `Recorder` method of its name raises for the same
 /// arguments, and returns `(message, object_reference)` instead of recording. Used by
@@ -29,73 +19,27 @@ fn checked<'py>(
 #[pyclass(module = "kubevents._native", name = "RecorderCheck", frozen)]
 pub struct PyRecorderCheck;
 
-// `reason` is taken only to be checked as `Recorder` checks it.
-#[pymethods]
-#[allow(unused_variables)]
 impl PyRecorderCheck {
+    /// What `PyRecorder::generate` checks before it records, and what the call would record.
+    #[allow(clippy::too_many_arguments)]
+    fn generate<'py>(
+        &self,
+        obj: &Bound<'py, PyAny>,
+        _annotations: Option<BTreeMap<String, String>>,
+        type_: &Bound<'_, PyString>,
+        _reason: String,
+        message: String,
+        _time: Option<Time>,
+        field_path: Option<&str>,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let (_, reference) = checked_call(obj, type_, field_path)?;
+        Ok(Some((message, reference_to_py(obj.py(), &reference)?).into_pyobject(obj.py())?))
+    }
+}
+
+recorder_methods!(PyRecorderCheck {
     #[new]
     fn new() -> Self {
         PyRecorderCheck
     }
-
-    /// `Recorder.event`'s checks.
-    #[pyo3(signature = (obj, r#type, reason, message, *, field_path=None))]
-    fn event<'py>(
-        &self,
-        obj: &Bound<'py, PyAny>,
-        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
-        #[pyo3(from_py_with = str_opt::reason)] reason: String,
-        #[pyo3(from_py_with = str_opt::message)] message: String,
-        field_path: Option<&str>,
-    ) -> PyResult<(String, Bound<'py, PyDict>)> {
-        checked(obj, &r#type, message, field_path)
-    }
-
-    /// `Recorder.eventf`'s checks; the message is `fmt % args`.
-    #[pyo3(signature = (obj, r#type, reason, fmt, *args, field_path=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn eventf<'py>(
-        &self,
-        obj: &Bound<'py, PyAny>,
-        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
-        #[pyo3(from_py_with = str_opt::reason)] reason: String,
-        #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
-        args: &Bound<'_, PyTuple>,
-        field_path: Option<&str>,
-    ) -> PyResult<(String, Bound<'py, PyDict>)> {
-        checked(obj, &r#type, format_message(&fmt, args)?, field_path)
-    }
-
-    /// `Recorder.annotated_eventf`'s checks (the annotations must be a dict of str).
-    #[pyo3(signature = (obj, annotations, r#type, reason, fmt, *args, field_path=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn annotated_eventf<'py>(
-        &self,
-        obj: &Bound<'py, PyAny>,
-        annotations: Option<BTreeMap<String, String>>,
-        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
-        #[pyo3(from_py_with = str_opt::reason)] reason: String,
-        #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
-        args: &Bound<'_, PyTuple>,
-        field_path: Option<&str>,
-    ) -> PyResult<(String, Bound<'py, PyDict>)> {
-        checked(obj, &r#type, format_message(&fmt, args)?, field_path)
-    }
-
-    /// `Recorder.past_eventf`'s checks (the timestamp must be a datetime or epoch seconds in range).
-    #[pyo3(signature = (obj, timestamp, r#type, reason, fmt, *args, field_path=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn past_eventf<'py>(
-        &self,
-        obj: &Bound<'py, PyAny>,
-        timestamp: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = str_opt::event_type)] r#type: Bound<'_, PyString>,
-        #[pyo3(from_py_with = str_opt::reason)] reason: String,
-        #[pyo3(from_py_with = str_opt::fmt)] fmt: Bound<'_, PyString>,
-        args: &Bound<'_, PyTuple>,
-        field_path: Option<&str>,
-    ) -> PyResult<(String, Bound<'py, PyDict>)> {
-        to_time(timestamp, "timestamp")?;
-        checked(obj, &r#type, format_message(&fmt, args)?, field_path)
-    }
-}
+});

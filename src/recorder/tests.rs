@@ -206,6 +206,16 @@ fn reports_what_a_shutdown_left_undelivered() {
     assert!(record(&r, "a"));
     assert!(hub.broadcaster().shutdown(Some(Duration::from_secs(10))));
     warnings.take();
-    hub.report_shut_down();
+    hub.end_shutdown(true).unwrap();
     assert_eq!(warnings.take(), ["shut down: 1 events could not be delivered (see stats())"]);
+}
+
+#[test]
+fn a_shutdown_that_timed_out_says_what_is_pending() {
+    let (hub, _, warnings) = hub(100);
+    warnings.take();
+    let e = hub.end_shutdown(false).unwrap_err();
+    assert!(matches!(&e, Error::Timeout(_)));
+    assert_eq!(e.to_string(), "shutdown timed out with 0 deliveries still pending; they go on in the background");
+    assert!(warnings.take().is_empty());
 }

@@ -62,6 +62,15 @@ impl fmt::Display for StartError {
     }
 }
 
+impl From<StartError> for Error {
+    fn from(e: StartError) -> Error {
+        match e {
+            StartError::Spawn(e) => e,
+            e => Error::State(e.to_string()),
+        }
+    }
+}
+
 /// Counters: the engine's as of its last write, and the queue's.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct BroadcasterStats {
@@ -200,9 +209,13 @@ impl EventsBroadcaster {
         Ok(())
     }
 
-    /// Whether the caller is the engine thread (a sink call waiting for the engine would never end).
-    pub fn on_worker(&self) -> bool {
-        self.shared.worker.get() == Some(&std::thread::current().id())
+    /// Refuses a call that waits for the engine thread (`what`) on the engine thread, from the sink: it would
+    /// never end.
+    pub fn refuse_on_worker(&self, what: &str) -> Result<()> {
+        if self.shared.worker.get() == Some(&std::thread::current().id()) {
+            return Err(Error::State(format!("{what} called from the sink, on the engine thread")));
+        }
+        Ok(())
     }
 
     /// Stops taking events; the engine thread writes what it holds, and ends. Never waits.
@@ -248,15 +261,25 @@ impl EventsBroadcaster {
         self.shared.wait_while(slice, |st| !st.finished)
     }
 
-    /// The engine thread ended with a panic.
-    pub fn failed(&self) -> bool {
-        self.shared.state().failed
+    /// An error if the engine thread ended with a panic.
+    pub fn check_failed(&self) -> Result<()> {
+        if self.shared.state().failed {
+            return Err(Error::State("the engine thread failed".into()));
+        }
+        Ok(())
     }
 
     /// Events or writes not made yet: queued, under way, waiting for a retry.
     pub fn undelivered(&self) -> u64 {
         let st = self.shared.state();
         st.queue.len() as u64 + st.in_hand + st.engine.pending_retries
+    }
+
+    /// For the exit hook: `begin_stop`, waiting up to `wait` for the engine thread; returns `undelivered()`.
+    pub fn exit_flush(&self, wait: Duration) -> u64 {
+        self.begin_stop();
+        self.wait_finished(wait);
+        self.undelivered()
     }
 
     /// Never waits for the engine thread: its counters are as of its last write.

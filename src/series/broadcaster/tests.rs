@@ -1,6 +1,6 @@
 //! The engine thread on a fake clock: occurrences against the rounds, the linger, the shutdown flush, retries.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::*;
@@ -307,5 +307,45 @@ fn start_refuses_twice_and_after_stop() {
     b.begin_stop();
     assert!(matches!(b.can_start(), Err(StartError::ShutDown)));
     assert!(b.wait_finished(LONG));
-    assert!(!b.failed());
+    assert!(b.check_failed().is_ok());
+    assert!(b.refuse_on_worker("shutdown").is_ok(), "not the engine thread");
+    let refused = Error::from(b.start(Sink::default(), Counting::default()).unwrap_err());
+    assert!(matches!(&refused, Error::State(m) if m == "the broadcaster is shut down"), "{refused}");
+}
+
+/// Panics in its first call, from the engine thread; first checks that a wait from there is refused.
+struct Reentrant(Arc<OnceLock<Arc<EventsBroadcaster>>>);
+
+impl SinkV1 for Reentrant {
+    fn create(&mut self, _: &EventV1, _: bool) -> Result<Option<EventV1>, WriteError> {
+        let refused = self.0.get().unwrap().refuse_on_worker("wait_idle").unwrap_err();
+        panic!("{refused}");
+    }
+    fn patch(&mut self, _: &EventV1, _: &[u8], _: bool) -> Result<Option<EventV1>, WriteError> {
+        unreachable!()
+    }
+    fn report(&mut self, _: &str) {}
+}
+
+#[test]
+fn a_wait_from_the_engine_thread_is_refused_and_a_panic_fails_it() {
+    let clock = Arc::new(FakeClock::new(T0));
+    let b = Arc::new(EventsBroadcaster::new(SeriesEngine::new(clock, EngineOptions::default()).unwrap()));
+    let cell = Arc::new(OnceLock::new());
+    let _ = cell.set(b.clone());
+    b.start(Reentrant(cell.clone()), Counting::default()).unwrap();
+    record(&b, "a");
+    assert!(b.wait_finished(LONG));
+    assert_eq!(b.check_failed().unwrap_err().to_string(), "the engine thread failed");
+}
+
+#[test]
+fn exit_flush_writes_what_is_queued_and_ends_the_thread() {
+    let clock = Arc::new(FakeClock::new(T0));
+    let sink = Sink::default();
+    let b = started(&clock, &sink);
+    record(&b, "a");
+    assert_eq!(b.exit_flush(LONG), 0);
+    assert!(b.wait_finished(Duration::ZERO));
+    assert_eq!(lock(&sink.log).calls.first().map(|c| c.0), Some("create"));
 }
