@@ -57,7 +57,7 @@ pub struct Options {
 }
 
 #[derive(Default)]
-struct Counters {
+struct DeliveryCounters {
     aggregated: AtomicU64,
     deduplicated: AtomicU64,
     skipped: AtomicU64,
@@ -105,7 +105,7 @@ type EventLane = Lane<Arc<Event>>;
 struct BroadcasterState {
     mux: Broadcaster<Occurrence, Arc<Event>>,
     options: Options,
-    counters: Counters,
+    counters: DeliveryCounters,
     stop: Arc<StopSignal>,
     reporter: Arc<dyn Reporter>,
     watcher_lanes: Mutex<Vec<Arc<EventLane>>>,
@@ -206,7 +206,7 @@ impl EventBroadcaster {
             shared: Arc::new(BroadcasterState {
                 mux,
                 options,
-                counters: Counters::default(),
+                counters: DeliveryCounters::default(),
                 stop: Arc::new(StopSignal::default()),
                 reporter,
                 watcher_lanes: Mutex::new(Vec::new()),
@@ -316,7 +316,7 @@ impl EventBroadcaster {
         let writer = Arc::new(Writer {
             shared: self.shared.clone(),
             sink,
-            correlation: Mutex::new(Correlation { correlator, outstanding: HashMap::new() }),
+            correlation: Mutex::new(SinkCorrelation { correlator, outstanding: HashMap::new() }),
             hasher: foldhash::fast::FixedState::with_seed(0),
             sleeper: ClockSleeper { clock: o.clock.clone(), stop: self.shared.stop.clone() },
         });
@@ -488,7 +488,7 @@ struct Job {
 /// The sink's correlator, and with delivery workers, for each event (namespace and name, hashed) the writes
 /// correlated and not yet finished: an answer updates the correlator only when no later write of the same
 /// event is under way, so that answers arriving after later correlations cannot roll a count back.
-struct Correlation {
+struct SinkCorrelation {
     correlator: EventCorrelator,
     outstanding: HashMap<u64, Outstanding>,
 }
@@ -548,14 +548,14 @@ fn least_loaded(workers: &[Arc<Lane<Job>>], added: &[usize]) -> usize {
 struct Writer {
     shared: Arc<BroadcasterState>,
     sink: Arc<dyn EventSink>,
-    correlation: Mutex<Correlation>,
+    correlation: Mutex<SinkCorrelation>,
     sleeper: ClockSleeper,
     hasher: foldhash::fast::FixedState,
 }
 
 impl Writer {
     /// `EventCorrelate` for one event: the write to do, or None when the spam filter skips it.
-    fn correlate(&self, c: &mut Correlation, mut shared_event: Arc<Event>) -> Option<Job> {
+    fn correlate(&self, c: &mut SinkCorrelation, mut shared_event: Arc<Event>) -> Option<Job> {
         let counters = &self.shared.counters;
         let event = Arc::make_mut(&mut shared_event);
         let result = c.correlator.correlate_in_place(event);
@@ -612,7 +612,7 @@ impl Writer {
     }
 
     /// Ends a job; returns whether it was the last outstanding write of its event.
-    fn finish(&self, c: &mut Correlation, key: u64) -> bool {
+    fn finish(&self, c: &mut SinkCorrelation, key: u64) -> bool {
         match c.outstanding.get_mut(&key) {
             Some(o) if o.writes > 1 => {
                 o.writes -= 1;

@@ -73,7 +73,7 @@ impl From<StartError> for Error {
 
 /// Counters: the engine's as of its last write, and the queue's.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct BroadcasterStats {
+pub struct EventsBroadcasterStats {
     #[serde(flatten)]
     pub engine: EngineStats,
     pub queued: u64,
@@ -84,7 +84,7 @@ pub struct BroadcasterStats {
 }
 
 #[derive(Default)]
-struct State {
+struct EngineState {
     queue: VecDeque<EventV1>,
     started: bool,
     stopping: bool,
@@ -105,7 +105,7 @@ struct State {
 }
 
 struct Shared {
-    state: Mutex<State>,
+    state: Mutex<EngineState>,
     wake: Condvar,
     idle: Condvar,
     worker: OnceLock<ThreadId>,
@@ -137,7 +137,7 @@ impl EventsBroadcaster {
     pub fn new(engine: SeriesEngine) -> Self {
         EventsBroadcaster {
             shared: Arc::new(Shared {
-                state: Mutex::new(State::default()),
+                state: Mutex::new(EngineState::default()),
                 wake: Condvar::new(),
                 idle: Condvar::new(),
                 worker: OnceLock::new(),
@@ -178,7 +178,7 @@ impl EventsBroadcaster {
         Self::startable(&self.shared.state())
     }
 
-    fn startable(st: &State) -> Result<(), StartError> {
+    fn startable(st: &EngineState) -> Result<(), StartError> {
         if st.stopping {
             Err(StartError::ShutDown)
         } else if st.started {
@@ -283,9 +283,9 @@ impl EventsBroadcaster {
     }
 
     /// Never waits for the engine thread: its counters are as of its last write.
-    pub fn stats(&self) -> BroadcasterStats {
+    pub fn stats(&self) -> EventsBroadcasterStats {
         let st = self.shared.state();
-        BroadcasterStats {
+        EventsBroadcasterStats {
             engine: st.engine,
             queued: st.queue.len() as u64,
             dropped: st.dropped,
@@ -303,12 +303,12 @@ fn describe(host: &dyn Host, e: &Error) -> String {
 }
 
 impl Shared {
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, EngineState> {
         lock(&self.state)
     }
 
     /// Waits on `idle` for at most `timeout` while `pending` holds; returns whether it stopped holding.
-    fn wait_while(&self, timeout: Duration, pending: impl FnMut(&mut State) -> bool) -> bool {
+    fn wait_while(&self, timeout: Duration, pending: impl FnMut(&mut EngineState) -> bool) -> bool {
         !self.idle.wait_timeout_while(self.state(), timeout, pending).unwrap_or_else(|p| p.into_inner()).1.timed_out()
     }
 
@@ -327,7 +327,7 @@ impl Shared {
     /// kick it answers, whether the engine is stopping, and the clock's reading taken just before the queue
     /// was (whatever was recorded before the clock read that is in the batch).
     fn next_batch(&self, engine: &SeriesEngine, host: &dyn Host) -> (VecDeque<EventV1>, u64, bool, Option<Time>) {
-        let wanted = |st: &State| !st.queue.is_empty() || st.stopping || st.kicks > st.idle_for;
+        let wanted = |st: &EngineState| !st.queue.is_empty() || st.stopping || st.kicks > st.idle_for;
         let mut st = loop {
             // Read without the state lock: a Python clock takes the GIL, which a recorder call holding the
             // lock has.

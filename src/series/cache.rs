@@ -63,14 +63,14 @@ pub struct CacheStats {
 }
 
 #[derive(Default)]
-struct Entry {
+struct SeriesEntry {
     event: EventV1,
     /// The series count the last write carried (1 for the create), so that eviction and shutdown write
     /// only counts the server has not seen.
     written: i32,
 }
 
-impl Entry {
+impl SeriesEntry {
     fn unwritten_series(&self) -> bool {
         self.event.series.as_ref().is_some_and(|s| s.count != self.written)
     }
@@ -79,7 +79,7 @@ impl Entry {
 /// The LRU is keyed by the isomorphic key's bytes, built into a reused buffer, so that a repeat allocates
 /// nothing.
 pub struct SeriesCache<S = RandomState> {
-    entries: Lru<Entry, S>,
+    entries: Lru<SeriesEntry, S>,
     scratch: Vec<u8>,
     stats: CacheStats,
 }
@@ -129,7 +129,7 @@ impl<S: BuildHasher> SeriesCache<S> {
         self.stats.created += 1;
         let first = Write { event: event.clone(), cause: WriteCause::First };
         let mut evicted = Vec::new();
-        if let Some(old) = self.entries.push(hash, &self.scratch, Entry { event, written: 1 }) {
+        if let Some(old) = self.entries.push(hash, &self.scratch, SeriesEntry { event, written: 1 }) {
             self.stats.evicted += 1;
             if old.unwritten_series() {
                 self.stats.evicted_writes += 1;

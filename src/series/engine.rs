@@ -84,7 +84,7 @@ pub struct EngineStats {
     pub cache_len: u64,
 }
 
-struct Pending {
+struct PendingWrite {
     event: EventV1,
     attempts: Attempts,
 }
@@ -96,7 +96,7 @@ pub struct SeriesEngine {
     next_finish: Time,
     next_refresh: Time,
     retry_at: BinaryHeap<Reverse<(Time, u64)>>,
-    pending: HashMap<u64, Pending>,
+    pending: HashMap<u64, PendingWrite>,
     seq: u64,
     rng: SmallRng,
     stats: EngineStats,
@@ -184,7 +184,7 @@ impl SeriesEngine {
                 let at = self.clock.now()?.add_nanos(delay_nanos);
                 self.seq += 1;
                 self.retry_at.push(Reverse((at, self.seq)));
-                self.pending.insert(self.seq, Pending { event, attempts });
+                self.pending.insert(self.seq, PendingWrite { event, attempts });
             }
         }
         Ok(())

@@ -137,11 +137,11 @@ impl Layout {
 }
 
 /// A string column of one batch, read without copying.
-enum Text<'a> {
+enum TextColumn<'a> {
     Absent,
     Plain(Plain<'a>),
     /// A dictionary: its keys (any integer type) index its values.
-    Dict(Option<&'a NullBuffer>, Keys<'a>, Plain<'a>),
+    Dict(Option<&'a NullBuffer>, DictKeys<'a>, Plain<'a>),
 }
 
 /// A column of strings themselves (not a dictionary of them).
@@ -177,7 +177,7 @@ impl<'a, O: arrow_array::OffsetSizeTrait> Offsets<'a, O> {
 }
 
 /// A dictionary's keys as the slice of their native integers.
-enum Keys<'a> {
+enum DictKeys<'a> {
     I8(&'a [i8]),
     I16(&'a [i16]),
     I32(&'a [i32]),
@@ -188,25 +188,28 @@ enum Keys<'a> {
     U64(&'a [u64]),
 }
 
-impl Keys<'_> {
+impl DictKeys<'_> {
     #[inline(always)]
     fn get(&self, row: usize) -> usize {
         match self {
-            Keys::I8(k) => k[row].as_usize(),
-            Keys::I16(k) => k[row].as_usize(),
-            Keys::I32(k) => k[row].as_usize(),
-            Keys::I64(k) => k[row].as_usize(),
-            Keys::U8(k) => k[row].as_usize(),
-            Keys::U16(k) => k[row].as_usize(),
-            Keys::U32(k) => k[row].as_usize(),
-            Keys::U64(k) => k[row].as_usize(),
+            DictKeys::I8(k) => k[row].as_usize(),
+            DictKeys::I16(k) => k[row].as_usize(),
+            DictKeys::I32(k) => k[row].as_usize(),
+            DictKeys::I64(k) => k[row].as_usize(),
+            DictKeys::U8(k) => k[row].as_usize(),
+            DictKeys::U16(k) => k[row].as_usize(),
+            DictKeys::U32(k) => k[row].as_usize(),
+            DictKeys::U64(k) => k[row].as_usize(),
         }
     }
 }
 
-fn dict<'a, K: ArrowDictionaryKeyType>(a: &'a dyn Array, keys: impl FnOnce(&'a [K::Native]) -> Keys<'a>) -> Text<'a> {
+fn dict<'a, K: ArrowDictionaryKeyType>(
+    a: &'a dyn Array,
+    keys: impl FnOnce(&'a [K::Native]) -> DictKeys<'a>,
+) -> TextColumn<'a> {
     let d: &'a DictionaryArray<K> = a.as_dictionary::<K>();
-    Text::Dict(d.keys().nulls(), keys(d.keys().values()), Plain::of(d.values().as_ref()))
+    TextColumn::Dict(d.keys().nulls(), keys(d.keys().values()), Plain::of(d.values().as_ref()))
 }
 
 impl<'a> Plain<'a> {
@@ -237,29 +240,29 @@ impl<'a> Plain<'a> {
     }
 }
 
-impl<'a> Text<'a> {
-    fn of(a: &'a dyn Array) -> Text<'a> {
+impl<'a> TextColumn<'a> {
+    fn of(a: &'a dyn Array) -> TextColumn<'a> {
         match a.data_type() {
             DataType::Dictionary(k, _) => match k.as_ref() {
-                DataType::Int8 => dict::<Int8Type>(a, Keys::I8),
-                DataType::Int16 => dict::<Int16Type>(a, Keys::I16),
-                DataType::Int32 => dict::<Int32Type>(a, Keys::I32),
-                DataType::Int64 => dict::<Int64Type>(a, Keys::I64),
-                DataType::UInt8 => dict::<UInt8Type>(a, Keys::U8),
-                DataType::UInt16 => dict::<UInt16Type>(a, Keys::U16),
-                DataType::UInt32 => dict::<UInt32Type>(a, Keys::U32),
-                _ => dict::<UInt64Type>(a, Keys::U64),
+                DataType::Int8 => dict::<Int8Type>(a, DictKeys::I8),
+                DataType::Int16 => dict::<Int16Type>(a, DictKeys::I16),
+                DataType::Int32 => dict::<Int32Type>(a, DictKeys::I32),
+                DataType::Int64 => dict::<Int64Type>(a, DictKeys::I64),
+                DataType::UInt8 => dict::<UInt8Type>(a, DictKeys::U8),
+                DataType::UInt16 => dict::<UInt16Type>(a, DictKeys::U16),
+                DataType::UInt32 => dict::<UInt32Type>(a, DictKeys::U32),
+                _ => dict::<UInt64Type>(a, DictKeys::U64),
             },
-            _ => Text::Plain(Plain::of(a)),
+            _ => TextColumn::Plain(Plain::of(a)),
         }
     }
 
     #[inline(always)]
     fn get(&self, row: usize) -> &'a str {
         match self {
-            Text::Absent => "",
-            Text::Plain(p) => p.get(row),
-            Text::Dict(nulls, keys, values) => {
+            TextColumn::Absent => "",
+            TextColumn::Plain(p) => p.get(row),
+            TextColumn::Dict(nulls, keys, values) => {
                 if nulls.is_some_and(|n| n.is_null(row)) {
                     ""
                 } else {
@@ -309,7 +312,7 @@ impl<'a> Times<'a> {
 /// One record batch, ready to hand out records.
 pub struct BatchView<'a> {
     times: Times<'a>,
-    strings: [Text<'a>; STRING_COLUMNS.len()],
+    strings: [TextColumn<'a>; STRING_COLUMNS.len()],
     annotations: Option<&'a MapArray>,
     /// The number of the batch's first row in the whole table, for error messages.
     first_row: u64,
@@ -318,7 +321,7 @@ pub struct BatchView<'a> {
 
 impl<'a> BatchView<'a> {
     pub fn new(layout: &Layout, batch: &'a RecordBatch, first_row: u64) -> Self {
-        let column = |i: Option<usize>| i.map_or(Text::Absent, |i| Text::of(batch.column(i).as_ref()));
+        let column = |i: Option<usize>| i.map_or(TextColumn::Absent, |i| TextColumn::of(batch.column(i).as_ref()));
         BatchView {
             times: Times::of(batch.column(layout.time).as_ref()),
             strings: std::array::from_fn(|k| column(layout.strings[k])),
@@ -634,8 +637,8 @@ struct KeysInOrder(Vec<String>);
 
 impl<'de> serde::Deserialize<'de> for KeysInOrder {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        struct Keys;
-        impl<'de> Visitor<'de> for Keys {
+        struct KeyNames;
+        impl<'de> Visitor<'de> for KeyNames {
             type Value = KeysInOrder;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a map")
@@ -648,7 +651,7 @@ impl<'de> serde::Deserialize<'de> for KeysInOrder {
                 Ok(KeysInOrder(keys))
             }
         }
-        d.deserialize_map(Keys)
+        d.deserialize_map(KeyNames)
     }
 }
 

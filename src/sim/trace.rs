@@ -108,8 +108,8 @@ impl Record<'_> {
 
 /// A string field: borrowed from the line when it has no escapes; null is empty, as in a record dict.
 fn text<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> std::result::Result<Cow<'a, str>, D::Error> {
-    struct Text;
-    impl<'de> Visitor<'de> for Text {
+    struct TextVisitor;
+    impl<'de> Visitor<'de> for TextVisitor {
         type Value = Cow<'de, str>;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("a string")
@@ -127,7 +127,7 @@ fn text<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> std::result::Result<Cow<'a, 
             Ok(Cow::Borrowed(""))
         }
     }
-    d.deserialize_any(Text)
+    d.deserialize_any(TextVisitor)
 }
 
 /// The error of a trace line that failed to parse, naming its field: `reason: expected a string, got 5`.

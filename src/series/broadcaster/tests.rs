@@ -285,7 +285,7 @@ fn writes_are_attached_a_chunk_at_a_time() {
 
 #[test]
 fn stats_serialize_flat_in_their_order() {
-    let stats = BroadcasterStats { queued: 3, last_error: Some("x".into()), ..Default::default() };
+    let stats = EventsBroadcasterStats { queued: 3, last_error: Some("x".into()), ..Default::default() };
     assert_eq!(
         serde_json::to_string(&stats).unwrap(),
         concat!(
