@@ -248,6 +248,45 @@ fn an_abort_in_a_parallel_relist_stops_it_too() {
 }
 
 #[test]
+fn an_abort_raised_by_a_call_waits_for_the_calls_in_progress() {
+    let options = PlegOptions { inspect_concurrency: 2, ..PlegOptions::default() };
+    let (fake, _, pleg) = new_pleg(options, false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)]), pod("b", &[("c", Running)])];
+    // Pods are inspected in UID order: b's call aborts while a's is in progress.
+    fake.hang.lock().unwrap().push("a".into());
+    fake.aborting.lock().unwrap().push("b".into());
+    let f = fake.clone();
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        f.release.store(true, Ordering::Relaxed);
+    });
+    assert!(is_abort(&pleg.relist().unwrap_err()));
+    // Had the relist returned before a's call, the next one would take that call for a hung one.
+    assert!(fake.release.load(Ordering::Relaxed));
+    releaser.join().unwrap();
+    assert_eq!(pleg.channel().drain(), [ev("a", ContainerStarted, "c")]);
+    fake.aborting.lock().unwrap().clear();
+    pleg.relist().unwrap();
+    assert_eq!(pleg.channel().drain(), [ev("b", ContainerStarted, "c")]);
+}
+
+#[test]
+fn ctrl_c_ends_a_parallel_relist_without_waiting_for_its_calls() {
+    let options = PlegOptions { inspect_concurrency: 2, ..PlegOptions::default() };
+    let (fake, _, pleg) = new_pleg(options, false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
+    fake.hang.lock().unwrap().push("a".into());
+    let (p, f) = (pleg.clone(), fake.clone());
+    let relist = std::thread::spawn(move || p.relist());
+    wait_until("the relist to call the runtime", || pleg.stats().inspections == 1);
+    fake.interrupt.store(true, Ordering::Relaxed);
+    assert!(is_abort(&relist.join().unwrap().unwrap_err()));
+    assert!(!f.release.load(Ordering::Relaxed), "the hung call is still running");
+    fake.interrupt.store(false, Ordering::Relaxed);
+    fake.release.store(true, Ordering::Relaxed);
+}
+
+#[test]
 fn an_abort_ends_the_loop_and_is_kept_once() {
     let (fake, _, pleg) = new_pleg(PlegOptions::default(), false);
     *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
