@@ -393,6 +393,18 @@ pub enum LoopStep {
     Idle,
 }
 
+impl LoopStep {
+    /// The name `loop_iteration()` gives the step; None when nothing was due.
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            LoopStep::Relisted => Some("relist"),
+            LoopStep::PodRelisted => Some("relist_pod"),
+            LoopStep::Skipped => Some("skipped"),
+            LoopStep::Idle => None,
+        }
+    }
+}
+
 pub struct GenericPleg<R: Runtime> {
     runtime: Arc<R>,
     cache: Arc<PodCache<R::Status, R::Error>>,

@@ -11,7 +11,7 @@ use pyo3::types::{PyDateTime, PyDelta, PyDeltaAccess, PyTzInfo, PyTzInfoAccess};
 use super::errors::external;
 use crate::clock::{Clock, FakeClock, IntervalClock, RealClock};
 use crate::error::Error;
-use crate::time::{Time, NANOS_PER_SECOND};
+use crate::time::{check_duration, nanos_from_secs_f64, Time, NANOS_PER_SECOND};
 
 /// Converts a datetime (naive ones are taken as UTC) or epoch seconds (int or float) to an instant.
 pub fn to_time(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Time> {
@@ -49,7 +49,7 @@ pub fn to_time(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Time> {
             .ok_or_else(|| PyValueError::new_err(format!("{what}: {secs} s is outside years 1678..2261")));
     }
     if let Ok(secs) = v.extract::<f64>() {
-        return seconds_to_nanos(secs).map(Time).ok_or_else(|| {
+        return nanos_from_secs_f64(secs).map(Time).ok_or_else(|| {
             PyValueError::new_err(format!("{what}: {secs} s is not a finite time in years 1678..2261"))
         });
     }
@@ -59,16 +59,6 @@ pub fn to_time(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Time> {
         )));
     }
     Err(PyTypeError::new_err(format!("{what}: expected a datetime or epoch seconds, got {}", v.get_type().name()?)))
-}
-
-/// Float seconds to nanoseconds, whole and fractional parts apart so large epochs keep their precision.
-fn seconds_to_nanos(secs: f64) -> Option<i64> {
-    if !secs.is_finite() || secs.abs() > 9.2e9 {
-        return None;
-    }
-    let whole = secs.floor();
-    let frac = ((secs - whole) * 1e9).round() as i64;
-    (whole as i64).checked_mul(NANOS_PER_SECOND)?.checked_add(frac)
 }
 
 fn delta_nanos(d: &Bound<'_, PyDelta>) -> i64 {
@@ -82,7 +72,7 @@ pub fn to_duration(v: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
         return Ok(delta_nanos(d));
     }
     if let Ok(secs) = v.extract::<f64>() {
-        return seconds_to_nanos(secs)
+        return nanos_from_secs_f64(secs)
             .ok_or_else(|| PyValueError::new_err(format!("{what}: {secs} s is not a finite duration")));
     }
     if v.is_instance_of::<PyInt>() {
@@ -210,11 +200,15 @@ impl PyIntervalClock {
 /// A duration argument in seconds or a timedelta, as nanoseconds: at least 0, or more than 0 when
 /// `min_exclusive`; else a ValueError naming `what`.
 pub fn seconds_arg(v: &Bound<'_, PyAny>, what: &str, min_exclusive: bool) -> PyResult<i64> {
-    let ns = to_duration(v, what)?;
-    if ns < 0 || (min_exclusive && ns == 0) {
-        return Err(PyValueError::new_err(format!("{what} must be {} 0", if min_exclusive { ">" } else { ">=" })));
+    Ok(check_duration(to_duration(v, what)?, what, min_exclusive)?)
+}
+
+/// An optional duration argument (see `seconds_arg`) written into `slot` when given.
+pub fn seconds_into(v: Option<&Bound<'_, PyAny>>, what: &str, min_exclusive: bool, slot: &mut i64) -> PyResult<()> {
+    if let Some(v) = v {
+        *slot = seconds_arg(v, what, min_exclusive)?;
     }
-    Ok(ns)
+    Ok(())
 }
 
 /// A `timeout` argument in seconds or a timedelta; None waits without limit. Negative is a ValueError.

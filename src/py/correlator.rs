@@ -53,21 +53,8 @@ impl CorrelatorArgs {
 
     /// Checked options with zeros replaced by the defaults; errors name the option.
     pub fn options(&self) -> PyResult<CorrelatorOptions> {
-        let size = |name: &str, v: i64| {
-            usize::try_from(v).map_err(|_| PyValueError::new_err(format!("{name} must be >= 0, got {v}")))
-        };
-        // CorrelatorOptions.QPS is a float32 in client-go; a finite f64 past its range is refused as it is.
-        if self.qps.is_finite() && self.qps.abs() > f64::from(f32::MAX) {
-            return Err(PyValueError::new_err(format!("qps must be a finite number >= 0, got {}", self.qps)));
-        }
-        let options = CorrelatorOptions {
-            lru_cache_size: size("lru_cache_size", self.lru_cache_size)?,
-            burst: self.burst,
-            qps: self.qps as f32,
-            max_events: size("max_events", self.max_events)?,
-            max_interval_seconds: self.max_interval,
-        };
-        Ok(options.populated()?)
+        let CorrelatorArgs { lru_cache_size, burst, qps, max_events, max_interval } = *self;
+        Ok(CorrelatorOptions::from_args(lru_cache_size, burst, qps, max_events, max_interval)?)
     }
 
     /// The options of `replay_grid`'s entry `i`, a mapping of some of `NAMES`; the others keep their defaults.
@@ -170,27 +157,10 @@ pub struct PyCorrelateResult {
 #[pymethods]
 impl PyCorrelateResult {
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let event = match &self.event {
-            None => "None".to_owned(),
-            Some(e) => e.bind(py).repr()?.to_string(),
-        };
-        let patch = match &self.patch {
-            None => "None".to_owned(),
-            Some(p) => p.bind(py).repr()?.to_string(),
-        };
-        Ok(format!(
-            "CorrelateResult(skip={}, aggregated={}, patch={patch}, event={event})",
-            py_bool(self.skip),
-            py_bool(self.aggregated)
-        ))
-    }
-}
-
-fn py_bool(b: bool) -> &'static str {
-    if b {
-        "True"
-    } else {
-        "False"
+        let (skip, aggregated) = (PyBool::new(py, self.skip).repr()?, PyBool::new(py, self.aggregated).repr()?);
+        let (patch, event) =
+            (self.patch.as_ref().into_pyobject(py)?.repr()?, self.event.as_ref().into_pyobject(py)?.repr()?);
+        Ok(format!("CorrelateResult(skip={skip}, aggregated={aggregated}, patch={patch}, event={event})"))
     }
 }
 

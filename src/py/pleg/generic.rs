@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pyo3::exceptions::{PyException, PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyException, PyRuntimeError, PyTimeoutError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
@@ -13,10 +13,10 @@ use super::channel::PyEventChannel;
 use super::pod::{pods_from_py, shared_pod};
 use super::{py_err_in, raise_abort, runtime_err, to_py, Owned};
 use crate::error::Error;
-use crate::pleg::generic::{Abort, Condition, GenericPleg, Inspection, LoopStep, PlegOptions, RelistDuration, Runtime};
+use crate::pleg::generic::{Abort, Condition, GenericPleg, Inspection, PlegOptions, RelistDuration, Runtime};
 use crate::pleg::records::PodRecords;
-use crate::pleg::{EventChannel, Pod};
-use crate::py::clock::{clock_arg, seconds_arg, timeout_arg, to_datetime};
+use crate::pleg::{count_option, EventChannel, Pod};
+use crate::py::clock::{clock_arg, seconds_arg, seconds_into, timeout_arg, to_datetime};
 use crate::py::convert::type_name;
 use crate::py::errors::{external, int_opt};
 use crate::py::lifecycle;
@@ -184,28 +184,19 @@ impl PyGenericPLEG {
                 type_name(runtime.bind(py))
             )));
         }
-        if channel_capacity < 1 {
-            return Err(PyValueError::new_err(format!("channel_capacity must be >= 1, got {channel_capacity}")));
-        }
-        if inspect_concurrency < 1 {
-            return Err(PyValueError::new_err(format!("inspect_concurrency must be >= 1, got {inspect_concurrency}")));
-        }
+        let channel_capacity = count_option(channel_capacity, "channel_capacity", 1, i64::MAX)? as usize;
         let mut options = PlegOptions {
-            inspect_concurrency: inspect_concurrency as usize,
+            inspect_concurrency: count_option(inspect_concurrency, "inspect_concurrency", 1, i64::MAX)? as usize,
             pod_sync_on_reinspect,
             on_demand_relist,
             ..PlegOptions::default()
         };
-        if let Some(p) = relist_period {
-            options.duration.period = seconds_arg(p, "relist_period", true)?;
-        }
-        if let Some(t) = relist_threshold {
-            options.duration.threshold = seconds_arg(t, "relist_threshold", false)?;
-        }
+        seconds_into(relist_period, "relist_period", true, &mut options.duration.period)?;
+        seconds_into(relist_threshold, "relist_threshold", false, &mut options.duration.threshold)?;
         if let Some(t) = inspect_timeout {
             options.inspect_timeout = Some(Duration::from_nanos(seconds_arg(t, "inspect_timeout", true)? as u64));
         }
-        let channel = Arc::new(EventChannel::new(channel_capacity as usize));
+        let channel = Arc::new(EventChannel::new(channel_capacity));
         let inner = GenericPleg::new(PyRuntime(runtime), cache_arc, clock_arg(clock)?, channel, options)?;
         Ok(PyGenericPLEG { inner: Owned::new(Arc::new(inner), "GenericPLEG"), cache })
     }
@@ -332,12 +323,7 @@ impl PyGenericPLEG {
     /// relists, as `start()` does.
     fn loop_iteration(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
         let pleg = self.inner.checked()?;
-        Ok(match lifecycle::detach(py, || pleg.step())? {
-            LoopStep::Relisted => Some("relist"),
-            LoopStep::PodRelisted => Some("relist_pod"),
-            LoopStep::Skipped => Some("skipped"),
-            LoopStep::Idle => None,
-        })
+        Ok(lifecycle::detach(py, || pleg.step())?.name())
     }
 
     /// `Update`: a new period and threshold (seconds), used from the next wait of the loop.
