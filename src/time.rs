@@ -54,6 +54,18 @@ impl Time {
         Time(self.0.saturating_add(d))
     }
 
+    /// Epoch seconds as an instant; `what` names the value in the error.
+    pub fn from_unix_secs(secs: i64, what: &str) -> Result<Time, crate::error::Error> {
+        let outside = || crate::error::Error::value(what, format!("{secs} s is outside years 1678..2261"));
+        secs.checked_mul(NANOS_PER_SECOND).map(Time).ok_or_else(outside)
+    }
+
+    /// Float epoch seconds as an instant (see `nanos_from_secs_f64`).
+    pub fn from_unix_secs_f64(secs: f64, what: &str) -> Result<Time, crate::error::Error> {
+        let outside = || crate::error::Error::value(what, format!("{secs} s is not a finite time in years 1678..2261"));
+        nanos_from_secs_f64(secs).map(Time).ok_or_else(outside)
+    }
+
     /// The instant `metav1.Time` keeps of this one: its whole seconds (floored, also before 1970). None in the
     /// last fraction of a second of the range, whose floor is outside it.
     pub fn whole_seconds(self) -> Option<Time> {
@@ -246,6 +258,20 @@ mod tests {
         assert_eq!(nanos_from_secs_f64(1_700_000_000.5), Some(1_700_000_000_500_000_000));
         assert_eq!(nanos_from_secs_f64(f64::NAN), None);
         assert_eq!(nanos_from_secs_f64(1e10), None);
+    }
+
+    #[test]
+    fn epoch_seconds() {
+        assert_eq!(Time::from_unix_secs(2, "t").unwrap(), Time(2 * NANOS_PER_SECOND));
+        assert_eq!(
+            Time::from_unix_secs(i64::MAX, "t").unwrap_err().to_string(),
+            format!("t: {} s is outside years 1678..2261", i64::MAX)
+        );
+        assert_eq!(Time::from_unix_secs_f64(0.5, "t").unwrap(), Time(NANOS_PER_SECOND / 2));
+        assert_eq!(
+            Time::from_unix_secs_f64(f64::INFINITY, "t").unwrap_err().to_string(),
+            "t: inf s is not a finite time in years 1678..2261"
+        );
     }
 
     #[test]

@@ -38,6 +38,14 @@ pub struct RelistDuration {
     pub threshold: i64,
 }
 
+impl RelistDuration {
+    /// The period and threshold in seconds.
+    pub fn seconds(self) -> (f64, f64) {
+        let s = |ns: i64| ns as f64 / NANOS_PER_SECOND as f64;
+        (s(self.period), s(self.threshold))
+    }
+}
+
 /// What one `GetPodStatus` gave: the status and the runtime's error (both stored in the cache, as in Go), and
 /// `invalid` when the answer could not be read at all (reported to the caller after the relist).
 pub struct Inspection<S, E> {

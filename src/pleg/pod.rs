@@ -142,6 +142,17 @@ pub struct StatusFields {
     pub sandbox_running: bool,
 }
 
+impl StatusFields {
+    /// Whether a CRI sandbox state (`SANDBOX_READY`, `SANDBOX_NOTREADY`) is ready.
+    pub fn sandbox_state_ready(state: &str) -> Result<bool, String> {
+        match state {
+            "SANDBOX_READY" => Ok(true),
+            "SANDBOX_NOTREADY" => Ok(false),
+            other => Err(format!("expected SANDBOX_READY or SANDBOX_NOTREADY, got {other:?}")),
+        }
+    }
+}
+
 /// A pod status as the PLEG sees it; the status itself stays opaque so callers keep their own
 /// representation.
 pub trait StatusView: Clone + Send + Sync + 'static {

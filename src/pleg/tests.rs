@@ -672,3 +672,13 @@ fn loop_steps_are_named() {
     let names = [LoopStep::Relisted, LoopStep::PodRelisted, LoopStep::Skipped, LoopStep::Idle].map(LoopStep::name);
     assert_eq!(names, [Some("relist"), Some("relist_pod"), Some("skipped"), None]);
 }
+
+#[test]
+fn sandbox_states_and_relist_seconds() {
+    assert_eq!(StatusFields::sandbox_state_ready("SANDBOX_READY"), Ok(true));
+    assert_eq!(StatusFields::sandbox_state_ready("SANDBOX_NOTREADY"), Ok(false));
+    let err = StatusFields::sandbox_state_ready("ready").unwrap_err();
+    assert_eq!(err, "expected SANDBOX_READY or SANDBOX_NOTREADY, got \"ready\"");
+    let d = super::RelistDuration { period: 1_500_000_000, threshold: 180_000_000_000 };
+    assert_eq!(d.seconds(), (1.5, 180.0));
+}

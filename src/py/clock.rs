@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDateAccess, PyInt, PyTimeAccess};
 use pyo3::types::{PyDateTime, PyDelta, PyDeltaAccess, PyTzInfo, PyTzInfoAccess};
 
+use super::convert::expected;
 use super::errors::external;
 use crate::clock::{Clock, FakeClock, IntervalClock, RealClock};
 use crate::error::Error;
@@ -16,16 +17,11 @@ use crate::time::{check_duration, nanos_from_secs_f64, Time, NANOS_PER_SECOND};
 /// Converts a datetime (naive ones are taken as UTC) or epoch seconds (int or float) to an instant.
 pub fn to_time(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Time> {
     if let Ok(dt) = v.cast::<PyDateTime>() {
-        let offset_ns = match dt.get_tzinfo() {
+        // Naive datetimes have no offset to ask for.
+        let off = if dt.get_tzinfo().is_some() { Some(dt.call_method0("utcoffset")?) } else { None };
+        let offset_ns = match off.filter(|o| !o.is_none()) {
+            Some(o) => delta_nanos(o.cast::<PyDelta>()?),
             None => 0,
-            Some(_) => {
-                let off = dt.call_method0("utcoffset")?;
-                if off.is_none() {
-                    0
-                } else {
-                    delta_nanos(off.cast::<PyDelta>()?)
-                }
-            }
         };
         let t = Time::from_civil(
             i64::from(dt.get_year()),
@@ -40,25 +36,20 @@ pub fn to_time(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Time> {
         return t.ok_or_else(|| PyValueError::new_err(format!("{what}: {dt} is outside years 1678..2261")));
     }
     if v.is_instance_of::<pyo3::types::PyBool>() {
-        return Err(PyTypeError::new_err(format!("{what}: expected a datetime or epoch seconds, got bool")));
+        return Err(expected(what, "a datetime or epoch seconds", v));
     }
     if let Ok(secs) = v.extract::<i64>() {
-        return secs
-            .checked_mul(NANOS_PER_SECOND)
-            .map(Time)
-            .ok_or_else(|| PyValueError::new_err(format!("{what}: {secs} s is outside years 1678..2261")));
+        return Ok(Time::from_unix_secs(secs, what)?);
     }
     if let Ok(secs) = v.extract::<f64>() {
-        return nanos_from_secs_f64(secs).map(Time).ok_or_else(|| {
-            PyValueError::new_err(format!("{what}: {secs} s is not a finite time in years 1678..2261"))
-        });
+        return Ok(Time::from_unix_secs_f64(secs, what)?);
     }
     if v.is_instance_of::<PyInt>() {
         return Err(PyValueError::new_err(format!(
             "{what}: an int beyond a float's range is outside years 1678..2261"
         )));
     }
-    Err(PyTypeError::new_err(format!("{what}: expected a datetime or epoch seconds, got {}", v.get_type().name()?)))
+    Err(expected(what, "a datetime or epoch seconds", v))
 }
 
 fn delta_nanos(d: &Bound<'_, PyDelta>) -> i64 {
@@ -78,7 +69,7 @@ pub fn to_duration(v: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
     if v.is_instance_of::<PyInt>() {
         return Err(PyValueError::new_err(format!("{what}: an int beyond a float's range is not a finite duration")));
     }
-    Err(PyTypeError::new_err(format!("{what}: expected seconds or a timedelta, got {}", v.get_type().name()?)))
+    Err(expected(what, "seconds or a timedelta", v))
 }
 
 /// An aware UTC datetime (microsecond precision, as Python's datetime has).
@@ -232,10 +223,7 @@ pub fn clock_arg(clock: Option<&Bound<'_, PyAny>>) -> PyResult<Arc<dyn Clock>> {
         return Ok(Arc::new(RealClock));
     }
     if !c.hasattr("now")? {
-        return Err(PyTypeError::new_err(format!(
-            "clock: expected an object with a now() method, got {}",
-            c.get_type().name()?
-        )));
+        return Err(expected("clock", "an object with a now() method", c));
     }
     Ok(Arc::new(PyObjectClock(c.clone().unbind())))
 }

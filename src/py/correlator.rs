@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyMapping, PyString};
 
 use super::clock::clock_arg;
-use super::convert::{event_from_py, event_to_py, reference_from_py, source_from_py, type_name};
+use super::convert::{event_from_py, event_to_py, expected, reference_from_py, source_from_py, type_name};
 use super::errors::{external, int_arg, int_opt};
 use super::lifecycle;
 use crate::correlator::{
@@ -59,9 +59,8 @@ impl CorrelatorArgs {
 
     /// The options of `replay_grid`'s entry `i`, a mapping of some of `NAMES`; the others keep their defaults.
     pub fn from_grid(entry: &Bound<'_, PyAny>, i: usize) -> PyResult<CorrelatorOptions> {
-        let map = entry.cast::<PyMapping>().map_err(|_| {
-            PyTypeError::new_err(format!("grid[{i}]: expected a dict of options, got {}", type_name(entry)))
-        })?;
+        let map =
+            entry.cast::<PyMapping>().map_err(|_| expected(format_args!("grid[{i}]"), "a dict of options", entry))?;
         let mut args = CorrelatorArgs::DEFAULT;
         for item in map.items()?.iter() {
             let (k, v): (String, Bound<'_, PyAny>) = item.extract()?;
@@ -110,35 +109,33 @@ pub fn key_funcs_from_py(
     check("key_func", &key_func)?;
     check("message_func", &message_func)?;
     check("spam_key_func", &spam_key_func)?;
-    let call_str = |name: &'static str, f: Py<PyAny>| {
-        move |e: &Event| -> Result<String, Error> {
-            lifecycle::attach(|py| {
-                let out = lifecycle::call(f.bind(py), [event_to_py(py, e)?.as_any()])?;
-                out.cast::<PyString>()
-                    .map(|s| s.to_string())
-                    .map_err(|_| PyTypeError::new_err(format!("{name} must return a str, got {}", type_name(&out))))
-            })
-            .map_err(external)
-        }
-    };
+    let str_of = |o: &Bound<'_, PyAny>| o.cast::<PyString>().map(|s| s.to_string()).ok();
     Ok(KeyFuncs {
         aggregate: key_func.map(|f| {
-            Box::new(move |e: &Event| -> Result<(String, String), Error> {
-                lifecycle::attach(|py| {
-                    let out = lifecycle::call(f.bind(py), [event_to_py(py, e)?.as_any()])?;
-                    out.extract::<(String, String)>().map_err(|_| {
-                        PyTypeError::new_err(format!(
-                            "key_func must return a (aggregate_key, local_key) tuple of str, got {}",
-                            type_name(&out)
-                        ))
-                    })
-                })
-                .map_err(external)
-            }) as Box<_>
+            let pair = |o: &Bound<'_, PyAny>| o.extract::<(String, String)>().ok();
+            Box::new(call_key("key_func", "a (aggregate_key, local_key) tuple of str", f, pair)) as Box<_>
         }),
-        message: message_func.map(|f| Box::new(call_str("message_func", f)) as Box<_>),
-        spam: spam_key_func.map(|f| Box::new(call_str("spam_key_func", f)) as Box<_>),
+        message: message_func.map(|f| Box::new(call_key("message_func", "a str", f, str_of)) as Box<_>),
+        spam: spam_key_func.map(|f| Box::new(call_key("spam_key_func", "a str", f, str_of)) as Box<_>),
     })
+}
+
+/// A key function calling `f` with the event as a dict and reading its answer with `read`; a TypeError
+/// `{name} must return {what}, got ...` when it cannot.
+fn call_key<T>(
+    name: &'static str,
+    what: &'static str,
+    f: Py<PyAny>,
+    read: impl Fn(&Bound<'_, PyAny>) -> Option<T>,
+) -> impl Fn(&Event) -> Result<T, Error> {
+    move |e| {
+        lifecycle::attach(|py| {
+            let out = lifecycle::call(f.bind(py), [event_to_py(py, e)?.as_any()])?;
+            read(&out)
+                .ok_or_else(|| PyTypeError::new_err(format!("{name} must return {what}, got {}", type_name(&out))))
+        })
+        .map_err(external)
+    }
 }
 
 /// What `Correlator.correlate` decided for one event.

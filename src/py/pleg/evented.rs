@@ -12,31 +12,30 @@ use super::cache::PyStatus;
 use super::channel::PyEventChannel;
 use super::generic::{PyGenericPLEG, PyRuntime};
 use super::pod::string;
-use super::{dict_get, raise_abort, runtime_err, to_py, Owned};
+use super::{raise_abort, runtime_err, to_py, Owned};
 use crate::error::Error;
 use crate::pleg::count_option;
 use crate::pleg::evented::{ContainerEventSource, CriEvent, CriEventType, EventedOptions, EventedPleg};
 use crate::py::clock::seconds_into;
-use crate::py::convert::type_name;
+use crate::py::convert::{expected, get};
 use crate::py::errors::int_opt;
 use crate::py::lifecycle;
 use crate::time::Time;
 
 fn cri_event_from_py(v: &Bound<'_, PyAny>, path: &str) -> PyResult<CriEvent<PyStatus>> {
-    let d = v
-        .cast::<PyDict>()
-        .map_err(|_| PyTypeError::new_err(format!("{path}: expected a dict, got {}", type_name(v))))?;
-    let need = |k: &str| dict_get(d, k)?.ok_or_else(|| PyValueError::new_err(format!("{path}: missing {k:?}")));
+    let d = v.cast::<PyDict>().map_err(|_| expected(path, "a dict", v))?;
+    let need = |k: &str| get(d, k)?.ok_or_else(|| PyValueError::new_err(format!("{path}: missing {k:?}")));
     let container_id = string(&need("container_id")?, &|| format!("{path}.container_id"))?;
-    let pod_uid = dict_get(d, "pod_uid")?.map(|u| string(&u, &|| format!("{path}.pod_uid"))).transpose()?;
+    let pod_uid = get(d, "pod_uid")?.map(|u| string(&u, &|| format!("{path}.pod_uid"))).transpose()?;
     let t = need("type")?;
     let type_text =
         if let Ok(n) = t.extract::<i64>() { n.to_string() } else { string(&t, &|| format!("{path}.type"))? };
     let kind = CriEventType::parse(&type_text).map_err(|e| PyValueError::new_err(format!("{path}.{e}")))?;
     let created = need("created_at")?;
-    let created_at = created.extract::<i64>().map(Time).map_err(|_| {
-        PyTypeError::new_err(format!("{path}.created_at: expected int nanoseconds, got {}", type_name(&created)))
-    })?;
+    let created_at = created
+        .extract::<i64>()
+        .map(Time)
+        .map_err(|_| expected(format_args!("{path}.created_at"), "int nanoseconds", &created))?;
     let status = PyStatus::from_py(&need("pod_status")?, &format!("{path}.pod_status"))?;
     Ok(CriEvent { container_id, pod_uid, kind, created_at, status })
 }
@@ -138,9 +137,7 @@ impl PyEventedPLEG {
         let evented = self.inner.checked()?;
         let evs = events
             .try_iter()
-            .map_err(|_| {
-                PyTypeError::new_err(format!("events: expected an iterable of dicts, got {}", type_name(events)))
-            })?
+            .map_err(|_| expected("events", "an iterable of dicts", events))?
             .enumerate()
             .map(|(i, e)| cri_event_from_py(&e?, &format!("events[{i}]")))
             .collect::<PyResult<Vec<_>>>()?;

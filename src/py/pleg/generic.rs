@@ -20,7 +20,6 @@ use crate::py::clock::{clock_arg, seconds_arg, seconds_into, timeout_arg, to_dat
 use crate::py::convert::type_name;
 use crate::py::errors::{external, int_opt};
 use crate::py::lifecycle;
-use crate::time::NANOS_PER_SECOND;
 
 /// A Python object with `get_pods()`, `get_pod_status(pod)` and, for the on-demand relist, `get_pod(uid)`.
 pub struct PyRuntime(Py<PyAny>);
@@ -126,10 +125,6 @@ impl Runtime for PyRuntime {
             let _ = log();
         })
     }
-}
-
-fn ns_to_seconds(ns: i64) -> f64 {
-    ns as f64 / NANOS_PER_SECOND as f64
 }
 
 fn condition_from_py(f: Py<PyAny>) -> Condition<PyStatus> {
@@ -337,12 +332,12 @@ impl PyGenericPLEG {
 
     #[getter]
     fn relist_period(&self) -> PyResult<f64> {
-        Ok(ns_to_seconds(self.inner.checked()?.duration().period))
+        Ok(self.inner.checked()?.duration().seconds().0)
     }
 
     #[getter]
     fn relist_threshold(&self) -> PyResult<f64> {
-        Ok(ns_to_seconds(self.inner.checked()?.duration().threshold))
+        Ok(self.inner.checked()?.duration().seconds().1)
     }
 
     /// When the last successful relist started, None before the first.
@@ -383,12 +378,8 @@ impl PyGenericPLEG {
 
     fn __repr__(&self) -> String {
         self.inner.repr(|pleg| {
-            let d = pleg.duration();
-            format!(
-                "GenericPLEG(relist_period={}s, relist_threshold={}s)",
-                ns_to_seconds(d.period),
-                ns_to_seconds(d.threshold)
-            )
+            let (period, threshold) = pleg.duration().seconds();
+            format!("GenericPLEG(relist_period={period}s, relist_threshold={threshold}s)")
         })
     }
 }
