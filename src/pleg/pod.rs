@@ -25,8 +25,9 @@ impl ContainerState {
             "running" => Ok(ContainerState::Running),
             "exited" => Ok(ContainerState::Exited),
             "unknown" => Ok(ContainerState::Unknown),
+            // No field: the caller knows where the state sat.
             other => Err(Error::value(
-                "state",
+                "",
                 format!("unrecognized container state {other:?} (expected created, running, exited or unknown)"),
             )),
         }

@@ -635,6 +635,10 @@ fn stats_serialize_as_python_gets_them() {
 fn event_types_parse_or_say_what_is_expected() {
     assert_eq!(PodLifecycleEventType::parse("PodSync").unwrap(), PodSync);
     assert_eq!(
+        ContainerState::parse("paused").unwrap_err().to_string(),
+        "unrecognized container state \"paused\" (expected created, running, exited or unknown)"
+    );
+    assert_eq!(
         PodLifecycleEventType::parse("Nope").unwrap_err().to_string(),
         "type: unknown event type \"Nope\" (expected ContainerStarted, ContainerDied, ContainerRemoved, \
          ContainerChanged, PodSync or ConditionMet)"

@@ -7,7 +7,6 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::error::Error;
 use crate::pleg::records::PodRecords;
 use crate::pleg::{Container, ContainerState, Pod, PodLifecycleEvent, PodLifecycleEventType};
 use crate::py::convert::{expected, get};
@@ -24,15 +23,7 @@ pub(super) fn string(v: &Bound<'_, PyAny>, path: PathFn<'_>) -> PyResult<String>
 
 fn state(v: &Bound<'_, PyAny>, path: PathFn<'_>) -> PyResult<ContainerState> {
     let s = v.cast::<PyString>().map_err(|_| expected(path(), "a state str", v))?;
-    ContainerState::parse(s.to_str()?).map_err(|e| PyValueError::new_err(format!("{}: {}", path(), strip_field(&e))))
-}
-
-/// The core's message without its own field prefix (the path here names the field).
-fn strip_field(e: &Error) -> String {
-    match e {
-        Error::Value { message, .. } | Error::Type { message, .. } => message.clone(),
-        other => other.to_string(),
-    }
+    ContainerState::parse(s.to_str()?).map_err(|e| PyValueError::new_err(format!("{}: {e}", path())))
 }
 
 fn container(c: &Bound<'_, PyAny>, path: PathFn<'_>) -> PyResult<Container> {
