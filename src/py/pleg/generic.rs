@@ -38,17 +38,10 @@ impl Runtime for PyRuntime {
     /// A pod as `get_pods()` lists it; None for a pod the runtime has nothing of.
     fn get_pod(&self, uid: &str) -> Result<Option<Arc<Pod>>, Error> {
         lifecycle::attach(|py| {
-            let get = || -> PyResult<Option<Arc<Pod>>> {
-                let v = lifecycle::call(
-                    &self.0.bind(py).getattr(intern!(py, "get_pod"))?,
-                    [PyString::new(py, uid).as_any()],
-                )?;
-                if v.is_none() {
-                    return Ok(None);
-                }
-                shared_pod(&v, &|| "get_pod()".into()).map(Some)
-            };
-            get().map_err(|e| runtime_err(py, e))
+            let method = self.0.bind(py).getattr(intern!(py, "get_pod"));
+            let got = method.and_then(|m| lifecycle::call(&m, [PyString::new(py, uid).as_any()]));
+            let pod = got.and_then(|v| (!v.is_none()).then(|| shared_pod(&v, &|| "get_pod()".into())).transpose());
+            pod.map_err(|e| runtime_err(py, e))
         })
     }
 
@@ -62,12 +55,8 @@ impl Runtime for PyRuntime {
             }
         };
         lifecycle::attach(|py| {
-            let arg = match to_py(py, pod) {
-                Ok(a) => a,
-                Err(e) => return failed(py, e),
-            };
             let method = self.0.bind(py).getattr(intern!(py, "get_pod_status"));
-            let out = match method.and_then(|m| lifecycle::call(&m, [arg.as_any()])) {
+            let out = match to_py(py, pod).and_then(|arg| lifecycle::call(&method?, [arg.as_any()])) {
                 Ok(o) => o,
                 Err(e) => return failed(py, e),
             };

@@ -305,10 +305,8 @@ impl PyPodLifecycleEvent {
     }
 
     fn __repr__(&self) -> String {
-        match &self.0.data {
-            Some(d) => format!("PodLifecycleEvent(id={:?}, type={:?}, data={:?})", self.0.id, self.0.kind.as_str(), d),
-            None => format!("PodLifecycleEvent(id={:?}, type={:?}, data=None)", self.0.id, self.0.kind.as_str()),
-        }
+        let data = self.0.data.as_ref().map_or_else(|| "None".to_owned(), |d| format!("{d:?}"));
+        format!("PodLifecycleEvent(id={:?}, type={:?}, data={data})", self.0.id, self.0.kind.as_str())
     }
 }
 
