@@ -6,6 +6,9 @@
 use std::collections::HashMap;
 use std::sync::{OnceLock, RwLock};
 
+use crate::error::{Error, Result};
+use crate::event::ObjectReference;
+
 /// Built-in kinds and their API group ("" is the core group). The version comes from the object (a model
 /// class name like `V1Deployment`) or, when nothing says it, is the group's stable version below.
 const BUILTIN: &[(&str, &str, &str)] = &[
@@ -152,9 +155,97 @@ pub fn kind_of_model_class(class: &str) -> Option<(String, String)> {
     Some((kind.to_owned(), api_version(group, &version)))
 }
 
+/// Completes the reference read from an object (client-go's `GetReference`/`GetPartialReference`): sets
+/// `field_path` when given; fills a missing kind and apiVersion from `registered` (the object's class
+/// registered with `register_kind`), else from the model class name `class()` or the kind table; and refuses
+/// a reference without a kind or name. `class()` names the object in messages.
+pub fn complete(
+    r: &mut ObjectReference,
+    field_path: Option<&str>,
+    class: impl Fn() -> String,
+    registered: impl FnOnce() -> Result<Option<(String, String)>>,
+) -> Result<()> {
+    if let Some(f) = field_path {
+        r.field_path.clear();
+        r.field_path.push_str(f);
+    }
+    if r.kind.is_empty() || r.api_version.is_empty() {
+        fill_kind(r, &class, registered()?)?;
+    }
+    if r.name.is_empty() {
+        let what = if r.kind.is_empty() { class() } else { r.kind.clone() };
+        return Err(Error::value(
+            "obj",
+            format!("the {what} has no name (metadata.name, or name in an ObjectReference)"),
+        ));
+    }
+    Ok(())
+}
+
+fn fill_kind(r: &mut ObjectReference, class: &impl Fn() -> String, registered: Option<(String, String)>) -> Result<()> {
+    let set = |r: &mut ObjectReference, (kind, api_version): (String, String)| {
+        if r.kind.is_empty() {
+            r.kind = kind;
+        }
+        if r.api_version.is_empty() {
+            r.api_version = api_version;
+        }
+    };
+    if let Some(found) = registered {
+        set(r, found);
+        return Ok(());
+    }
+    if r.kind.is_empty() {
+        let found = kind_of_model_class(&class()).ok_or_else(|| {
+            let msg = "has no kind; set kind and apiVersion, or register its class with kubevents.register_kind";
+            Error::value("obj", format!("the {} {msg}", class()))
+        })?;
+        set(r, found);
+    }
+    if r.api_version.is_empty() {
+        let kind = &r.kind;
+        r.api_version = api_version_of_kind(kind).ok_or_else(|| {
+            Error::value(
+                "obj",
+                format!(
+                    "the {kind} has no apiVersion and {kind:?} is not a built-in kind; set apiVersion or call \
+                     kubevents.register_kind({kind:?}, api_version)"
+                ),
+            )
+        })?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn reference(kind: &str, api_version: &str, name: &str) -> ObjectReference {
+        ObjectReference { kind: kind.into(), api_version: api_version.into(), name: name.into(), ..Default::default() }
+    }
+
+    #[test]
+    fn completing_a_reference() {
+        let none = || Ok(None);
+        let mut r = reference("", "", "p");
+        complete(&mut r, Some("spec"), || "V1Pod".into(), none).unwrap();
+        assert_eq!((r.kind.as_str(), r.api_version.as_str(), r.field_path.as_str()), ("Pod", "v1", "spec"));
+        let mut r = reference("Deployment", "", "d");
+        complete(&mut r, None, || "dict".into(), none).unwrap();
+        assert_eq!(r.api_version, "apps/v1");
+        let mut r = reference("", "", "w");
+        complete(&mut r, None, || "Widget".into(), || Ok(Some(("Widget".into(), "example.com/v1".into())))).unwrap();
+        assert_eq!((r.kind.as_str(), r.api_version.as_str()), ("Widget", "example.com/v1"));
+        let err = |mut r: ObjectReference| complete(&mut r, None, || "Thing".into(), none).unwrap_err().to_string();
+        assert!(err(reference("", "", "x")).starts_with("obj: the Thing has no kind; set kind and apiVersion"));
+        assert!(err(reference("Gizmo", "", "x")).starts_with("obj: the Gizmo has no apiVersion and \"Gizmo\" is not"));
+        assert_eq!(
+            err(reference("Pod", "v1", "")),
+            "obj: the Pod has no name (metadata.name, or name in an ObjectReference)"
+        );
+        assert!(err(reference("", "v1", "")).starts_with("obj: the Thing has no kind"));
+    }
 
     #[test]
     fn builtin_kinds_get_their_group() {

@@ -11,6 +11,25 @@ use serde::{Deserialize, Deserializer, Serializer};
 
 pub const NANOS_PER_SECOND: i64 = 1_000_000_000;
 
+/// Float seconds (epoch seconds or a duration) as nanoseconds, whole and fractional parts apart so large
+/// epochs keep their precision; None when not finite or out of range.
+pub fn nanos_from_secs_f64(secs: f64) -> Option<i64> {
+    if !secs.is_finite() || secs.abs() > 9.2e9 {
+        return None;
+    }
+    let whole = secs.floor();
+    let frac = ((secs - whole) * 1e9).round() as i64;
+    (whole as i64).checked_mul(NANOS_PER_SECOND)?.checked_add(frac)
+}
+
+/// A duration option in nanoseconds, checked: at least 0, or more than 0 when `positive`.
+pub fn check_duration(ns: i64, what: &str, positive: bool) -> Result<i64, crate::error::Error> {
+    if ns < 0 || (positive && ns == 0) {
+        return Err(crate::error::Error::Option(format!("{what} must be {} 0", if positive { ">" } else { ">=" })));
+    }
+    Ok(ns)
+}
+
 /// An instant, nanoseconds since 1970-01-01T00:00:00Z (Go's `time.Time` inside `metav1.Time`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Time(pub i64);
@@ -33,6 +52,18 @@ impl Time {
 
     pub fn add_nanos(self, d: i64) -> Time {
         Time(self.0.saturating_add(d))
+    }
+
+    /// Epoch seconds as an instant; `what` names the value in the error.
+    pub fn from_unix_secs(secs: i64, what: &str) -> Result<Time, crate::error::Error> {
+        let outside = || crate::error::Error::value(what, format!("{secs} s is outside years 1678..2261"));
+        secs.checked_mul(NANOS_PER_SECOND).map(Time).ok_or_else(outside)
+    }
+
+    /// Float epoch seconds as an instant (see `nanos_from_secs_f64`).
+    pub fn from_unix_secs_f64(secs: f64, what: &str) -> Result<Time, crate::error::Error> {
+        let outside = || crate::error::Error::value(what, format!("{secs} s is not a finite time in years 1678..2261"));
+        nanos_from_secs_f64(secs).map(Time).ok_or_else(outside)
     }
 
     /// The instant `metav1.Time` keeps of this one: its whole seconds (floored, also before 1970). None in the
@@ -219,6 +250,36 @@ pub mod rfc3339_micro {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn float_seconds_keep_their_precision() {
+        assert_eq!(nanos_from_secs_f64(1.5), Some(1_500_000_000));
+        assert_eq!(nanos_from_secs_f64(-0.25), Some(-250_000_000));
+        assert_eq!(nanos_from_secs_f64(1_700_000_000.5), Some(1_700_000_000_500_000_000));
+        assert_eq!(nanos_from_secs_f64(f64::NAN), None);
+        assert_eq!(nanos_from_secs_f64(1e10), None);
+    }
+
+    #[test]
+    fn epoch_seconds() {
+        assert_eq!(Time::from_unix_secs(2, "t").unwrap(), Time(2 * NANOS_PER_SECOND));
+        assert_eq!(
+            Time::from_unix_secs(i64::MAX, "t").unwrap_err().to_string(),
+            format!("t: {} s is outside years 1678..2261", i64::MAX)
+        );
+        assert_eq!(Time::from_unix_secs_f64(0.5, "t").unwrap(), Time(NANOS_PER_SECOND / 2));
+        assert_eq!(
+            Time::from_unix_secs_f64(f64::INFINITY, "t").unwrap_err().to_string(),
+            "t: inf s is not a finite time in years 1678..2261"
+        );
+    }
+
+    #[test]
+    fn durations_are_checked() {
+        assert_eq!(check_duration(0, "timeout", false).unwrap(), 0);
+        assert_eq!(check_duration(0, "relist_period", true).unwrap_err().to_string(), "relist_period must be > 0");
+        assert_eq!(check_duration(-1, "timeout", false).unwrap_err().to_string(), "timeout must be >= 0");
+    }
 
     #[test]
     fn formats_whole_seconds_in_utc() {

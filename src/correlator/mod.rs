@@ -61,6 +61,25 @@ impl Default for CorrelatorOptions {
 }
 
 impl CorrelatorOptions {
+    /// Options as a caller outside Rust gives them (signed sizes, a float64 rate), checked as `populated`
+    /// does; errors name the option.
+    pub fn from_args(lru_cache_size: i64, burst: i64, qps: f64, max_events: i64, max_interval: i64) -> Result<Self> {
+        let size =
+            |name: &str, v: i64| usize::try_from(v).map_err(|_| Error::Option(format!("{name} must be >= 0, got {v}")));
+        // CorrelatorOptions.QPS is a float32 in client-go; a finite f64 past its range is refused as it is.
+        if qps.is_finite() && qps.abs() > f64::from(f32::MAX) {
+            return Err(Error::Option(format!("qps must be a finite number >= 0, got {qps}")));
+        }
+        CorrelatorOptions {
+            lru_cache_size: size("lru_cache_size", lru_cache_size)?,
+            burst,
+            qps: qps as f32,
+            max_events: size("max_events", max_events)?,
+            max_interval_seconds: max_interval,
+        }
+        .populated()
+    }
+
     /// Replaces zeros by the defaults and rejects what client-go would turn into a correlator that drops
     /// everything (negative sizes, bursts, rates or intervals) or into undefined arithmetic (NaN, infinity).
     pub fn populated(self) -> Result<Self> {

@@ -375,3 +375,16 @@ fn key_functions_errors_propagate() {
     let mut c = correlator(clock, CorrelatorOptions::default(), funcs);
     assert_eq!(c.correlate(pod_event(START, "m")).unwrap_err().to_string(), "key_func: boom");
 }
+
+#[test]
+fn options_from_outside_rust_are_checked() {
+    assert_eq!(CorrelatorOptions::from_args(0, 0, 0.0, 0, 0).unwrap(), CorrelatorOptions::default());
+    let err = |r: Result<CorrelatorOptions>| r.unwrap_err().to_string();
+    assert_eq!(err(CorrelatorOptions::from_args(-1, 0, 0.0, 0, 0)), "lru_cache_size must be >= 0, got -1");
+    assert_eq!(err(CorrelatorOptions::from_args(0, 0, 0.0, -2, 0)), "max_events must be >= 0, got -2");
+    assert!(
+        err(CorrelatorOptions::from_args(0, 0, 1e39, 0, 0)).starts_with("qps must be a finite number >= 0, got 1000")
+    );
+    assert_eq!(err(CorrelatorOptions::from_args(0, -1, 0.0, 0, 0)), "burst must be >= 0, got -1");
+    assert_eq!(CorrelatorOptions::from_args(7, 3, 0.5, 2, 9).unwrap().qps, 0.5);
+}

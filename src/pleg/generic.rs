@@ -38,6 +38,14 @@ pub struct RelistDuration {
     pub threshold: i64,
 }
 
+impl RelistDuration {
+    /// The period and threshold in seconds.
+    pub fn seconds(self) -> (f64, f64) {
+        let s = |ns: i64| ns as f64 / NANOS_PER_SECOND as f64;
+        (s(self.period), s(self.threshold))
+    }
+}
+
 /// What one `GetPodStatus` gave: the status and the runtime's error (both stored in the cache, as in Go), and
 /// `invalid` when the answer could not be read at all (reported to the caller after the relist).
 pub struct Inspection<S, E> {
@@ -391,6 +399,18 @@ pub enum LoopStep {
     Skipped,
     /// Nothing was due.
     Idle,
+}
+
+impl LoopStep {
+    /// The name `loop_iteration()` gives the step; None when nothing was due.
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            LoopStep::Relisted => Some("relist"),
+            LoopStep::PodRelisted => Some("relist_pod"),
+            LoopStep::Skipped => Some("skipped"),
+            LoopStep::Idle => None,
+        }
+    }
 }
 
 pub struct GenericPleg<R: Runtime> {
@@ -844,8 +864,10 @@ impl<R: Runtime> GenericPleg<R> {
 
     /// Runs the inspections of one relist on up to `inspect_concurrency` threads. A call that outlives
     /// `inspect_timeout` is left running on its thread (a runtime call cannot be cancelled), its pod gets the
-    /// timeout error, and a fresh thread takes over the queue. An `Abort` (from a call, or `check_interrupt`
-    /// while waiting) ends the wait: the results so far come with it, and no further call starts.
+    /// timeout error, and a fresh thread takes over the queue. An `Abort` stops further calls from starting;
+    /// one raised by a call still waits for the calls in progress, as any relist would (so none outlives the
+    /// relist unless it timed out), while one from `check_interrupt` (Ctrl-C) ends the wait at once. The
+    /// results so far come with it.
     fn inspect_parallel(&self, work: &[Work<R::Status>]) -> (Results<R::Status, R::Error>, Option<Error>) {
         enum Msg<S, E> {
             Started(usize, Instant),
@@ -868,22 +890,28 @@ impl<R: Runtime> GenericPleg<R> {
             move || {
                 let _serving = Serving::enter(key);
                 loop {
-                    let Some((i, pod)) = lock(&queue).pop_front() else { return };
+                    let (i, pod, fresh) = {
+                        let mut queue = lock(&queue);
+                        let Some((i, pod)) = queue.pop_front() else { return };
+                        // Announced under the queue lock: once an abort has cleared the queue, every call
+                        // that will run is announced.
+                        let fresh = lock(&in_flight).insert(pod.id.clone());
+                        if fresh {
+                            let _ = tx.send(Msg::Started(i, Instant::now()));
+                        }
+                        (i, pod, fresh)
+                    };
                     let at = clock.now().unwrap_or_default();
-                    if !lock(&in_flight).insert(pod.id.clone()) {
+                    let inspection = if fresh {
+                        let inspection = runtime.get_pod_status(&pod);
+                        lock(&in_flight).remove(&pod.id);
+                        inspection
+                    } else {
                         // The previous relist's call for this pod is still hung: do not pile another on it.
                         let err = runtime.timeout_error(timeout_message(&pod, None));
-                        let ins = Inspection { status: None, err: Some(err), invalid: None };
-                        if tx.send(Msg::Done(i, Ok(Inspected { inspection: ins, at }))).is_err() {
-                            return;
-                        }
-                        continue;
-                    }
-                    let _ = tx.send(Msg::Started(i, Instant::now()));
-                    let inspection = runtime.get_pod_status(&pod);
-                    lock(&in_flight).remove(&pod.id);
-                    let done = inspection.map(|inspection| Inspected { inspection, at });
-                    if tx.send(Msg::Done(i, done)).is_err() {
+                        Ok(Inspection { status: None, err: Some(err), invalid: None })
+                    };
+                    if tx.send(Msg::Done(i, inspection.map(|inspection| Inspected { inspection, at }))).is_err() {
                         return;
                     }
                 }
@@ -898,40 +926,54 @@ impl<R: Runtime> GenericPleg<R> {
         for _ in 0..self.options.inspect_concurrency.min(total) {
             spawn(tx.clone());
         }
-        let mut deadlines: HashMap<usize, Instant> = HashMap::new();
+        // Calls started and neither returned nor given up on.
+        let mut running: HashMap<usize, Option<Instant>> = HashMap::new();
         let mut done = 0;
         let mut abort = None;
-        while done < total {
-            let next = deadlines.values().min().copied();
-            let wait =
-                next.map_or(INTERRUPT_CHECK, |d| d.saturating_duration_since(Instant::now()).min(INTERRUPT_CHECK));
-            match rx.recv_timeout(wait) {
+        loop {
+            let msg = if abort.is_some() && running.is_empty() {
+                // What is still queued was announced before the queue was cleared.
+                match rx.try_recv() {
+                    Ok(m) => Ok(m),
+                    Err(_) => break,
+                }
+            } else if abort.is_none() && done == total {
+                break;
+            } else {
+                let next = running.values().flatten().min().copied();
+                let wait =
+                    next.map_or(INTERRUPT_CHECK, |d| d.saturating_duration_since(Instant::now()).min(INTERRUPT_CHECK));
+                rx.recv_timeout(wait)
+            };
+            match msg {
                 Ok(Msg::Started(i, at)) => {
                     inc(&self.counters.inspections);
-                    if let Some(t) = self.options.inspect_timeout {
-                        deadlines.insert(i, at + t);
-                    }
+                    running.insert(i, self.options.inspect_timeout.map(|t| at + t));
                 }
                 Ok(Msg::Done(i, Ok(ins))) => {
-                    deadlines.remove(&i);
+                    running.remove(&i);
                     if results[i].is_none() {
                         results[i] = Some(ins);
                         done += 1;
                     }
                 }
-                Ok(Msg::Done(_, Err(a))) => {
-                    abort = Some(a);
-                    break;
+                Ok(Msg::Done(i, Err(a))) => {
+                    running.remove(&i);
+                    if abort.is_none() {
+                        lock(&queue).clear();
+                        abort = Some(a);
+                    }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     if let Err(a) = self.runtime.check_interrupt() {
-                        abort = Some(a);
+                        abort.get_or_insert(a);
                         break;
                     }
                     let now = Instant::now();
-                    let expired: Vec<usize> = deadlines.iter().filter(|(_, d)| **d <= now).map(|(i, _)| *i).collect();
+                    let expired: Vec<usize> =
+                        running.iter().filter(|(_, d)| d.is_some_and(|d| d <= now)).map(|(i, _)| *i).collect();
                     for i in expired {
-                        deadlines.remove(&i);
+                        running.remove(&i);
                         inc(&self.counters.inspection_timeouts);
                         let pod = pods[i].as_ref().expect("only pods are inspected");
                         let err = self.runtime.timeout_error(timeout_message(pod, self.options.inspect_timeout));

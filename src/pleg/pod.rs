@@ -25,8 +25,9 @@ impl ContainerState {
             "running" => Ok(ContainerState::Running),
             "exited" => Ok(ContainerState::Exited),
             "unknown" => Ok(ContainerState::Unknown),
+            // No field: the caller knows where the state sat.
             other => Err(Error::value(
-                "state",
+                "",
                 format!("unrecognized container state {other:?} (expected created, running, exited or unknown)"),
             )),
         }
@@ -140,6 +141,17 @@ pub struct StatusFields {
     pub timestamp: Option<Time>,
     /// `getPodSandboxState == running`: the container status whose id is the first sandbox's is running.
     pub sandbox_running: bool,
+}
+
+impl StatusFields {
+    /// Whether a CRI sandbox state (`SANDBOX_READY`, `SANDBOX_NOTREADY`) is ready.
+    pub fn sandbox_state_ready(state: &str) -> Result<bool, String> {
+        match state {
+            "SANDBOX_READY" => Ok(true),
+            "SANDBOX_NOTREADY" => Ok(false),
+            other => Err(format!("expected SANDBOX_READY or SANDBOX_NOTREADY, got {other:?}")),
+        }
+    }
 }
 
 /// A pod status as the PLEG sees it; the status itself stays opaque so callers keep their own

@@ -248,6 +248,45 @@ fn an_abort_in_a_parallel_relist_stops_it_too() {
 }
 
 #[test]
+fn an_abort_raised_by_a_call_waits_for_the_calls_in_progress() {
+    let options = PlegOptions { inspect_concurrency: 2, ..PlegOptions::default() };
+    let (fake, _, pleg) = new_pleg(options, false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)]), pod("b", &[("c", Running)])];
+    // Pods are inspected in UID order: b's call aborts while a's is in progress.
+    fake.hang.lock().unwrap().push("a".into());
+    fake.aborting.lock().unwrap().push("b".into());
+    let f = fake.clone();
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        f.release.store(true, Ordering::Relaxed);
+    });
+    assert!(is_abort(&pleg.relist().unwrap_err()));
+    // Had the relist returned before a's call, the next one would take that call for a hung one.
+    assert!(fake.release.load(Ordering::Relaxed));
+    releaser.join().unwrap();
+    assert_eq!(pleg.channel().drain(), [ev("a", ContainerStarted, "c")]);
+    fake.aborting.lock().unwrap().clear();
+    pleg.relist().unwrap();
+    assert_eq!(pleg.channel().drain(), [ev("b", ContainerStarted, "c")]);
+}
+
+#[test]
+fn ctrl_c_ends_a_parallel_relist_without_waiting_for_its_calls() {
+    let options = PlegOptions { inspect_concurrency: 2, ..PlegOptions::default() };
+    let (fake, _, pleg) = new_pleg(options, false);
+    *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
+    fake.hang.lock().unwrap().push("a".into());
+    let (p, f) = (pleg.clone(), fake.clone());
+    let relist = std::thread::spawn(move || p.relist());
+    wait_until("the relist to call the runtime", || pleg.stats().inspections == 1);
+    fake.interrupt.store(true, Ordering::Relaxed);
+    assert!(is_abort(&relist.join().unwrap().unwrap_err()));
+    assert!(!f.release.load(Ordering::Relaxed), "the hung call is still running");
+    fake.interrupt.store(false, Ordering::Relaxed);
+    fake.release.store(true, Ordering::Relaxed);
+}
+
+#[test]
 fn an_abort_ends_the_loop_and_is_kept_once() {
     let (fake, _, pleg) = new_pleg(PlegOptions::default(), false);
     *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
@@ -596,6 +635,10 @@ fn stats_serialize_as_python_gets_them() {
 fn event_types_parse_or_say_what_is_expected() {
     assert_eq!(PodLifecycleEventType::parse("PodSync").unwrap(), PodSync);
     assert_eq!(
+        ContainerState::parse("paused").unwrap_err().to_string(),
+        "unrecognized container state \"paused\" (expected created, running, exited or unknown)"
+    );
+    assert_eq!(
         PodLifecycleEventType::parse("Nope").unwrap_err().to_string(),
         "type: unknown event type \"Nope\" (expected ContainerStarted, ContainerDied, ContainerRemoved, \
          ContainerChanged, PodSync or ConditionMet)"
@@ -617,4 +660,29 @@ fn a_pod_serializes_as_the_runtime_pod_dict() {
         serde_json::to_string(&p).unwrap(),
         r#"{"id":"u","name":"web","namespace":"","containers":[{"id":"c","state":"running"},{"id":"d","state":"unknown"}],"sandboxes":[{"id":"s","state":"exited"}]}"#
     );
+}
+
+#[test]
+fn count_options_are_checked() {
+    assert_eq!(super::count_option(3, "capacity", 1, i64::MAX).unwrap(), 3);
+    let err = |v, min, max| super::count_option(v, "n", min, max).unwrap_err().to_string();
+    assert_eq!(err(0, 1, 9), "n must be >= 1, got 0");
+    assert_eq!(err(-1, 0, 9), "n must be >= 0, got -1");
+    assert_eq!(err(10, 0, 9), "n must be <= 9, got 10");
+}
+
+#[test]
+fn loop_steps_are_named() {
+    let names = [LoopStep::Relisted, LoopStep::PodRelisted, LoopStep::Skipped, LoopStep::Idle].map(LoopStep::name);
+    assert_eq!(names, [Some("relist"), Some("relist_pod"), Some("skipped"), None]);
+}
+
+#[test]
+fn sandbox_states_and_relist_seconds() {
+    assert_eq!(StatusFields::sandbox_state_ready("SANDBOX_READY"), Ok(true));
+    assert_eq!(StatusFields::sandbox_state_ready("SANDBOX_NOTREADY"), Ok(false));
+    let err = StatusFields::sandbox_state_ready("ready").unwrap_err();
+    assert_eq!(err, "expected SANDBOX_READY or SANDBOX_NOTREADY, got \"ready\"");
+    let d = super::RelistDuration { period: 1_500_000_000, threshold: 180_000_000_000 };
+    assert_eq!(d.seconds(), (1.5, 180.0));
 }

@@ -3,29 +3,25 @@
 
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDateAccess, PyInt, PyTimeAccess};
 use pyo3::types::{PyDateTime, PyDelta, PyDeltaAccess, PyTzInfo, PyTzInfoAccess};
 
+use super::convert::expected;
 use super::errors::external;
 use crate::clock::{Clock, FakeClock, IntervalClock, RealClock};
 use crate::error::Error;
-use crate::time::{Time, NANOS_PER_SECOND};
+use crate::time::{check_duration, nanos_from_secs_f64, Time, NANOS_PER_SECOND};
 
 /// Converts a datetime (naive ones are taken as UTC) or epoch seconds (int or float) to an instant.
 pub fn to_time(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Time> {
     if let Ok(dt) = v.cast::<PyDateTime>() {
-        let offset_ns = match dt.get_tzinfo() {
+        // Naive datetimes have no offset to ask for.
+        let off = if dt.get_tzinfo().is_some() { Some(dt.call_method0("utcoffset")?) } else { None };
+        let offset_ns = match off.filter(|o| !o.is_none()) {
+            Some(o) => delta_nanos(o.cast::<PyDelta>()?),
             None => 0,
-            Some(_) => {
-                let off = dt.call_method0("utcoffset")?;
-                if off.is_none() {
-                    0
-                } else {
-                    delta_nanos(off.cast::<PyDelta>()?)
-                }
-            }
         };
         let t = Time::from_civil(
             i64::from(dt.get_year()),
@@ -40,35 +36,20 @@ pub fn to_time(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Time> {
         return t.ok_or_else(|| PyValueError::new_err(format!("{what}: {dt} is outside years 1678..2261")));
     }
     if v.is_instance_of::<pyo3::types::PyBool>() {
-        return Err(PyTypeError::new_err(format!("{what}: expected a datetime or epoch seconds, got bool")));
+        return Err(expected(what, "a datetime or epoch seconds", v));
     }
     if let Ok(secs) = v.extract::<i64>() {
-        return secs
-            .checked_mul(NANOS_PER_SECOND)
-            .map(Time)
-            .ok_or_else(|| PyValueError::new_err(format!("{what}: {secs} s is outside years 1678..2261")));
+        return Ok(Time::from_unix_secs(secs, what)?);
     }
     if let Ok(secs) = v.extract::<f64>() {
-        return seconds_to_nanos(secs).map(Time).ok_or_else(|| {
-            PyValueError::new_err(format!("{what}: {secs} s is not a finite time in years 1678..2261"))
-        });
+        return Ok(Time::from_unix_secs_f64(secs, what)?);
     }
     if v.is_instance_of::<PyInt>() {
         return Err(PyValueError::new_err(format!(
             "{what}: an int beyond a float's range is outside years 1678..2261"
         )));
     }
-    Err(PyTypeError::new_err(format!("{what}: expected a datetime or epoch seconds, got {}", v.get_type().name()?)))
-}
-
-/// Float seconds to nanoseconds, whole and fractional parts apart so large epochs keep their precision.
-fn seconds_to_nanos(secs: f64) -> Option<i64> {
-    if !secs.is_finite() || secs.abs() > 9.2e9 {
-        return None;
-    }
-    let whole = secs.floor();
-    let frac = ((secs - whole) * 1e9).round() as i64;
-    (whole as i64).checked_mul(NANOS_PER_SECOND)?.checked_add(frac)
+    Err(expected(what, "a datetime or epoch seconds", v))
 }
 
 fn delta_nanos(d: &Bound<'_, PyDelta>) -> i64 {
@@ -82,13 +63,13 @@ pub fn to_duration(v: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
         return Ok(delta_nanos(d));
     }
     if let Ok(secs) = v.extract::<f64>() {
-        return seconds_to_nanos(secs)
+        return nanos_from_secs_f64(secs)
             .ok_or_else(|| PyValueError::new_err(format!("{what}: {secs} s is not a finite duration")));
     }
     if v.is_instance_of::<PyInt>() {
         return Err(PyValueError::new_err(format!("{what}: an int beyond a float's range is not a finite duration")));
     }
-    Err(PyTypeError::new_err(format!("{what}: expected seconds or a timedelta, got {}", v.get_type().name()?)))
+    Err(expected(what, "seconds or a timedelta", v))
 }
 
 /// An aware UTC datetime (microsecond precision, as Python's datetime has).
@@ -210,11 +191,15 @@ impl PyIntervalClock {
 /// A duration argument in seconds or a timedelta, as nanoseconds: at least 0, or more than 0 when
 /// `min_exclusive`; else a ValueError naming `what`.
 pub fn seconds_arg(v: &Bound<'_, PyAny>, what: &str, min_exclusive: bool) -> PyResult<i64> {
-    let ns = to_duration(v, what)?;
-    if ns < 0 || (min_exclusive && ns == 0) {
-        return Err(PyValueError::new_err(format!("{what} must be {} 0", if min_exclusive { ">" } else { ">=" })));
+    Ok(check_duration(to_duration(v, what)?, what, min_exclusive)?)
+}
+
+/// An optional duration argument (see `seconds_arg`) written into `slot` when given.
+pub fn seconds_into(v: Option<&Bound<'_, PyAny>>, what: &str, min_exclusive: bool, slot: &mut i64) -> PyResult<()> {
+    if let Some(v) = v {
+        *slot = seconds_arg(v, what, min_exclusive)?;
     }
-    Ok(ns)
+    Ok(())
 }
 
 /// A `timeout` argument in seconds or a timedelta; None waits without limit. Negative is a ValueError.
@@ -238,10 +223,7 @@ pub fn clock_arg(clock: Option<&Bound<'_, PyAny>>) -> PyResult<Arc<dyn Clock>> {
         return Ok(Arc::new(RealClock));
     }
     if !c.hasattr("now")? {
-        return Err(PyTypeError::new_err(format!(
-            "clock: expected an object with a now() method, got {}",
-            c.get_type().name()?
-        )));
+        return Err(expected("clock", "an object with a now() method", c));
     }
     Ok(Arc::new(PyObjectClock(c.clone().unbind())))
 }

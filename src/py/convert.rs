@@ -25,6 +25,11 @@ pub(super) fn type_name(v: &Bound<'_, PyAny>) -> String {
     v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
 }
 
+/// `TypeError: {path}: expected {what}, got {type of v}`.
+pub(super) fn expected(path: impl std::fmt::Display, what: &str, v: &Bound<'_, PyAny>) -> PyErr {
+    PyTypeError::new_err(format!("{path}: expected {what}, got {}", type_name(v)))
+}
+
 /// A dict view of a mapping (a copy for mappings that are not dicts); None for anything else.
 pub(super) fn mapping_as_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
     if let Ok(d) = v.cast::<PyDict>() {
@@ -37,20 +42,18 @@ pub(super) fn mapping_as_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Option<Bou
 }
 
 fn as_dict<'py>(v: &Bound<'py, PyAny>, path: &str) -> PyResult<Bound<'py, PyDict>> {
-    mapping_as_dict(v)?.ok_or_else(|| PyTypeError::new_err(format!("{path}: expected a dict, got {}", type_name(v))))
+    mapping_as_dict(v)?.ok_or_else(|| expected(path, "a dict", v))
 }
 
 /// The value at `key`, treating a missing key and None alike.
-fn get<'py>(d: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+pub(super) fn get<'py>(d: &Bound<'py, PyDict>, key: impl IntoPyObject<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
     Ok(d.get_item(key)?.filter(|v| !v.is_none()))
 }
 
 fn read_str(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, path: &str, out: &mut String) -> PyResult<()> {
     out.clear();
     if let Some(v) = get(d, key)? {
-        let s = v
-            .cast::<PyString>()
-            .map_err(|_| PyTypeError::new_err(format!("{path}.{}: expected str, got {}", key, type_name(&v))))?;
+        let s = v.cast::<PyString>().map_err(|_| expected(format_args!("{path}.{key}"), "str", &v))?;
         out.push_str(s.to_str()?);
     }
     Ok(())
@@ -59,7 +62,7 @@ fn read_str(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, path: &str, out: &
 fn read_i32(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, path: &str) -> PyResult<i32> {
     let Some(v) = get(d, key)? else { return Ok(0) };
     if v.is_instance_of::<pyo3::types::PyBool>() || !v.is_instance_of::<pyo3::types::PyInt>() {
-        return Err(PyTypeError::new_err(format!("{path}.{key}: expected int, got {}", type_name(&v))));
+        return Err(expected(format_args!("{path}.{key}"), "int", &v));
     }
     v.extract::<i32>().map_err(|_| PyValueError::new_err(format!("{path}.{key}: {v} is outside the int32 range")))
 }
@@ -76,7 +79,7 @@ fn read_time(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, path: &str) -> Py
     if v.is_instance_of::<pyo3::types::PyDateTime>() {
         return to_time(&v, &format!("{path}.{key}")).map(Some);
     }
-    Err(PyTypeError::new_err(format!("{path}.{key}: expected an RFC 3339 string or a datetime, got {}", type_name(&v))))
+    Err(expected(format_args!("{path}.{key}"), "an RFC 3339 string or a datetime", &v))
 }
 
 fn read_map(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, path: &str) -> PyResult<BTreeMap<String, String>> {
@@ -370,10 +373,7 @@ pub fn record_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Record<'static>> {
     let t_ns = match get(&d, intern!(py, "t_ns"))? {
         None => return Err(PyValueError::new_err("record: missing field `t_ns`")),
         Some(v) if v.is_instance_of::<pyo3::types::PyBool>() || !v.is_instance_of::<pyo3::types::PyInt>() => {
-            return Err(PyTypeError::new_err(format!(
-                "record.t_ns: expected int nanoseconds since the Unix epoch, got {}",
-                type_name(&v)
-            )))
+            return Err(expected("record.t_ns", "int nanoseconds since the Unix epoch", &v))
         }
         Some(v) => v
             .extract::<i64>()

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyMapping, PyString};
 
 use super::clock::clock_arg;
-use super::convert::{event_from_py, event_to_py, reference_from_py, source_from_py, type_name};
+use super::convert::{event_from_py, event_to_py, expected, reference_from_py, source_from_py, type_name};
 use super::errors::{external, int_arg, int_opt};
 use super::lifecycle;
 use crate::correlator::{
@@ -53,28 +53,14 @@ impl CorrelatorArgs {
 
     /// Checked options with zeros replaced by the defaults; errors name the option.
     pub fn options(&self) -> PyResult<CorrelatorOptions> {
-        let size = |name: &str, v: i64| {
-            usize::try_from(v).map_err(|_| PyValueError::new_err(format!("{name} must be >= 0, got {v}")))
-        };
-        // CorrelatorOptions.QPS is a float32 in client-go; a finite f64 past its range is refused as it is.
-        if self.qps.is_finite() && self.qps.abs() > f64::from(f32::MAX) {
-            return Err(PyValueError::new_err(format!("qps must be a finite number >= 0, got {}", self.qps)));
-        }
-        let options = CorrelatorOptions {
-            lru_cache_size: size("lru_cache_size", self.lru_cache_size)?,
-            burst: self.burst,
-            qps: self.qps as f32,
-            max_events: size("max_events", self.max_events)?,
-            max_interval_seconds: self.max_interval,
-        };
-        Ok(options.populated()?)
+        let CorrelatorArgs { lru_cache_size, burst, qps, max_events, max_interval } = *self;
+        Ok(CorrelatorOptions::from_args(lru_cache_size, burst, qps, max_events, max_interval)?)
     }
 
     /// The options of `replay_grid`'s entry `i`, a mapping of some of `NAMES`; the others keep their defaults.
     pub fn from_grid(entry: &Bound<'_, PyAny>, i: usize) -> PyResult<CorrelatorOptions> {
-        let map = entry.cast::<PyMapping>().map_err(|_| {
-            PyTypeError::new_err(format!("grid[{i}]: expected a dict of options, got {}", type_name(entry)))
-        })?;
+        let map =
+            entry.cast::<PyMapping>().map_err(|_| expected(format_args!("grid[{i}]"), "a dict of options", entry))?;
         let mut args = CorrelatorArgs::DEFAULT;
         for item in map.items()?.iter() {
             let (k, v): (String, Bound<'_, PyAny>) = item.extract()?;
@@ -123,35 +109,33 @@ pub fn key_funcs_from_py(
     check("key_func", &key_func)?;
     check("message_func", &message_func)?;
     check("spam_key_func", &spam_key_func)?;
-    let call_str = |name: &'static str, f: Py<PyAny>| {
-        move |e: &Event| -> Result<String, Error> {
-            lifecycle::attach(|py| {
-                let out = lifecycle::call(f.bind(py), [event_to_py(py, e)?.as_any()])?;
-                out.cast::<PyString>()
-                    .map(|s| s.to_string())
-                    .map_err(|_| PyTypeError::new_err(format!("{name} must return a str, got {}", type_name(&out))))
-            })
-            .map_err(external)
-        }
-    };
+    let str_of = |o: &Bound<'_, PyAny>| o.cast::<PyString>().map(|s| s.to_string()).ok();
     Ok(KeyFuncs {
         aggregate: key_func.map(|f| {
-            Box::new(move |e: &Event| -> Result<(String, String), Error> {
-                lifecycle::attach(|py| {
-                    let out = lifecycle::call(f.bind(py), [event_to_py(py, e)?.as_any()])?;
-                    out.extract::<(String, String)>().map_err(|_| {
-                        PyTypeError::new_err(format!(
-                            "key_func must return a (aggregate_key, local_key) tuple of str, got {}",
-                            type_name(&out)
-                        ))
-                    })
-                })
-                .map_err(external)
-            }) as Box<_>
+            let pair = |o: &Bound<'_, PyAny>| o.extract::<(String, String)>().ok();
+            Box::new(call_key("key_func", "a (aggregate_key, local_key) tuple of str", f, pair)) as Box<_>
         }),
-        message: message_func.map(|f| Box::new(call_str("message_func", f)) as Box<_>),
-        spam: spam_key_func.map(|f| Box::new(call_str("spam_key_func", f)) as Box<_>),
+        message: message_func.map(|f| Box::new(call_key("message_func", "a str", f, str_of)) as Box<_>),
+        spam: spam_key_func.map(|f| Box::new(call_key("spam_key_func", "a str", f, str_of)) as Box<_>),
     })
+}
+
+/// A key function calling `f` with the event as a dict and reading its answer with `read`; a TypeError
+/// `{name} must return {what}, got ...` when it cannot.
+fn call_key<T>(
+    name: &'static str,
+    what: &'static str,
+    f: Py<PyAny>,
+    read: impl Fn(&Bound<'_, PyAny>) -> Option<T>,
+) -> impl Fn(&Event) -> Result<T, Error> {
+    move |e| {
+        lifecycle::attach(|py| {
+            let out = lifecycle::call(f.bind(py), [event_to_py(py, e)?.as_any()])?;
+            read(&out)
+                .ok_or_else(|| PyTypeError::new_err(format!("{name} must return {what}, got {}", type_name(&out))))
+        })
+        .map_err(external)
+    }
 }
 
 /// What `Correlator.correlate` decided for one event.
@@ -170,27 +154,10 @@ pub struct PyCorrelateResult {
 #[pymethods]
 impl PyCorrelateResult {
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let event = match &self.event {
-            None => "None".to_owned(),
-            Some(e) => e.bind(py).repr()?.to_string(),
-        };
-        let patch = match &self.patch {
-            None => "None".to_owned(),
-            Some(p) => p.bind(py).repr()?.to_string(),
-        };
-        Ok(format!(
-            "CorrelateResult(skip={}, aggregated={}, patch={patch}, event={event})",
-            py_bool(self.skip),
-            py_bool(self.aggregated)
-        ))
-    }
-}
-
-fn py_bool(b: bool) -> &'static str {
-    if b {
-        "True"
-    } else {
-        "False"
+        let (skip, aggregated) = (PyBool::new(py, self.skip).repr()?, PyBool::new(py, self.aggregated).repr()?);
+        let (patch, event) =
+            (self.patch.as_ref().into_pyobject(py)?.repr()?, self.event.as_ref().into_pyobject(py)?.repr()?);
+        Ok(format!("CorrelateResult(skip={skip}, aggregated={aggregated}, patch={patch}, event={event})"))
     }
 }
 

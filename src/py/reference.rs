@@ -8,8 +8,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyType};
 
 use super::convert::{mapping_as_dict, type_name};
+use super::errors::external;
 use crate::event::ObjectReference;
-use crate::reference::{api_version_of_kind, kind_of_model_class, register_kind as core_register_kind};
+use crate::reference::{complete, register_kind as core_register_kind};
 
 /// Classes registered with `register_kind(..., cls=...)`: type -> (kind, apiVersion).
 fn registered_types(py: Python<'_>) -> &Bound<'_, PyDict> {
@@ -144,62 +145,12 @@ pub fn reference_of(obj: &Bound<'_, PyAny>, field_path: Option<&str>) -> PyResul
             type_name(obj)
         )));
     }
-    if let Some(f) = field_path {
-        r.field_path.clear();
-        r.field_path.push_str(f);
-    }
-    if r.kind.is_empty() || r.api_version.is_empty() {
-        fill_kind(obj, &mut r)?;
-    }
-    if r.name.is_empty() {
-        return Err(PyValueError::new_err(format!(
-            "obj: the {} has no name (metadata.name, or name in an ObjectReference)",
-            if r.kind.is_empty() { type_name(obj) } else { r.kind.clone() }
-        )));
-    }
+    let registered = || match registered_types(py).get_item(obj.get_type()) {
+        Ok(found) => found.map(|f| f.extract::<(String, String)>()).transpose().map_err(external),
+        Err(e) => Err(external(e)),
+    };
+    complete(&mut r, field_path, || type_name(obj), registered)?;
     Ok(r)
-}
-
-fn fill_kind(obj: &Bound<'_, PyAny>, r: &mut ObjectReference) -> PyResult<()> {
-    let py = obj.py();
-    let ty = obj.get_type();
-    if let Some(found) = registered_types(py).get_item(&ty)? {
-        let (kind, api_version): (String, String) = found.extract()?;
-        if r.kind.is_empty() {
-            r.kind = kind;
-        }
-        if r.api_version.is_empty() {
-            r.api_version = api_version;
-        }
-        return Ok(());
-    }
-    if r.kind.is_empty() {
-        match kind_of_model_class(&ty.name()?.to_string()) {
-            Some((kind, api_version)) => {
-                r.kind = kind;
-                if r.api_version.is_empty() {
-                    r.api_version = api_version;
-                }
-            }
-            None => {
-                return Err(PyValueError::new_err(format!(
-                    "obj: the {} has no kind; set kind and apiVersion, or register its class with \
-                     kubevents.register_kind",
-                    type_name(obj)
-                )))
-            }
-        }
-    }
-    if r.api_version.is_empty() {
-        r.api_version = api_version_of_kind(&r.kind).ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "obj: the {} has no apiVersion and {:?} is not a built-in kind; set apiVersion or call \
-                 kubevents.register_kind({:?}, api_version)",
-                r.kind, r.kind, r.kind
-            ))
-        })?;
-    }
-    Ok(())
 }
 
 /// Makes a custom kind known, as adding it to client-go's scheme does: objects of `kind` without an

@@ -2,17 +2,17 @@
 
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyTimeoutError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::pod::{same_str, string};
-use super::{aio, dict_get, Owned};
+use super::{aio, Owned};
 use crate::pleg::cache::{Lookup, Waiter};
 use crate::pleg::pod::StatusFields;
 use crate::pleg::{PodCache, StatusView};
 use crate::py::clock::{timeout_arg, to_datetime, to_time};
-use crate::py::convert::type_name;
+use crate::py::convert::{expected, get};
 use crate::py::lifecycle;
 use crate::time::Time;
 
@@ -24,61 +24,44 @@ impl PyStatus {
     /// Reads `ips`, `sandbox_statuses` (`id`, `state` SANDBOX_READY / SANDBOX_NOTREADY), `timestamp`, and the
     /// state of the `container_statuses` entry whose `id` is the first sandbox's.
     pub(super) fn from_py(v: &Bound<'_, PyAny>, path: &str) -> PyResult<Self> {
-        let d = v
-            .cast::<PyDict>()
-            .map_err(|_| PyTypeError::new_err(format!("{path}: expected a status dict, got {}", type_name(v))))?;
-        let ips = match dict_get(d, "ips")? {
+        let d = v.cast::<PyDict>().map_err(|_| expected(path, "a status dict", v))?;
+        let ips = match get(d, "ips")? {
             None => Vec::new(),
             Some(l) => l
                 .try_iter()
-                .map_err(|_| {
-                    PyTypeError::new_err(format!("{path}.ips: expected a list of str, got {}", type_name(&l)))
-                })?
+                .map_err(|_| expected(format_args!("{path}.ips"), "a list of str", &l))?
                 .enumerate()
                 .map(|(i, x)| string(&x?, &|| format!("{path}.ips[{i}]")))
                 .collect::<PyResult<_>>()?,
         };
         let mut sandbox_ready = false;
         let mut sandboxes = Vec::new();
-        if let Some(l) = dict_get(d, "sandbox_statuses")? {
-            let it = l.try_iter().map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "{path}.sandbox_statuses: expected a list of dicts, got {}",
-                    type_name(&l)
-                ))
-            })?;
+        if let Some(l) = get(d, "sandbox_statuses")? {
+            let it =
+                l.try_iter().map_err(|_| expected(format_args!("{path}.sandbox_statuses"), "a list of dicts", &l))?;
             for (i, s) in it.enumerate() {
                 let s = s?;
                 let p = format!("{path}.sandbox_statuses[{i}]");
-                let sd = s
-                    .cast::<PyDict>()
-                    .map_err(|_| PyTypeError::new_err(format!("{p}: expected a dict, got {}", type_name(&s))))?;
-                if let Some(id) = dict_get(sd, "id")? {
+                let sd = s.cast::<PyDict>().map_err(|_| expected(&p, "a dict", &s))?;
+                if let Some(id) = get(sd, "id")? {
                     sandboxes.push(string(&id, &|| format!("{p}.id"))?);
                 }
-                match dict_get(sd, "state")? {
-                    None => {}
-                    Some(st) => match string(&st, &|| format!("{p}.state"))?.as_str() {
-                        "SANDBOX_READY" => sandbox_ready = true,
-                        "SANDBOX_NOTREADY" => {}
-                        other => {
-                            return Err(PyValueError::new_err(format!(
-                                "{p}.state: expected SANDBOX_READY or SANDBOX_NOTREADY, got {other:?}"
-                            )))
-                        }
-                    },
+                if let Some(st) = get(sd, "state")? {
+                    let st = string(&st, &|| format!("{p}.state"))?;
+                    sandbox_ready |= StatusFields::sandbox_state_ready(&st)
+                        .map_err(|e| PyValueError::new_err(format!("{p}.state: {e}")))?;
                 }
             }
         }
-        let timestamp = dict_get(d, "timestamp")?.map(|t| to_time(&t, &format!("{path}.timestamp"))).transpose()?;
+        let timestamp = get(d, "timestamp")?.map(|t| to_time(&t, &format!("{path}.timestamp"))).transpose()?;
         // `getPodSandboxState`: only the container status carrying the first sandbox's id matters.
         let mut sandbox_running = false;
-        if let (Some(first), Some(l)) = (sandboxes.first(), dict_get(d, "container_statuses")?) {
+        if let (Some(first), Some(l)) = (sandboxes.first(), get(d, "container_statuses")?) {
             for c in l.try_iter()? {
                 let c = c?;
                 let Ok(cd) = c.cast::<PyDict>() else { continue };
-                let is_sandbox = dict_get(cd, "id")?.is_some_and(|id| same_str(&id, first));
-                if is_sandbox && dict_get(cd, "state")?.is_some_and(|st| same_str(&st, "running")) {
+                let is_sandbox = get(cd, "id")?.is_some_and(|id| same_str(&id, first));
+                if is_sandbox && get(cd, "state")?.is_some_and(|st| same_str(&st, "running")) {
                     sandbox_running = true;
                 }
             }

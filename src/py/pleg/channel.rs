@@ -3,13 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use super::pod::PyPodLifecycleEvent;
 use super::{aio, Owned};
 use crate::pleg::channel::Recv;
-use crate::pleg::EventChannel;
+use crate::pleg::{count_option, EventChannel};
 use crate::py::clock::timeout_arg;
 use crate::py::errors::int_opt;
 use crate::py::lifecycle;
@@ -43,10 +42,8 @@ impl PyEventChannel {
     #[new]
     #[pyo3(signature = (capacity=1000))]
     fn new(#[pyo3(from_py_with = int_opt::capacity)] capacity: i64) -> PyResult<Self> {
-        if capacity < 1 {
-            return Err(PyValueError::new_err(format!("capacity must be >= 1, got {capacity}")));
-        }
-        Ok(PyEventChannel { inner: Owned::new(Arc::new(EventChannel::new(capacity as usize)), "EventChannel") })
+        let capacity = count_option(capacity, "capacity", 1, i64::MAX)? as usize;
+        Ok(PyEventChannel { inner: Owned::new(Arc::new(EventChannel::new(capacity)), "EventChannel") })
     }
 
     /// The next event; None when `timeout` (seconds) ran out or the channel is closed and empty. Ctrl-C

@@ -12,30 +12,30 @@ use super::cache::PyStatus;
 use super::channel::PyEventChannel;
 use super::generic::{PyGenericPLEG, PyRuntime};
 use super::pod::string;
-use super::{dict_get, raise_abort, runtime_err, to_py, Owned};
+use super::{raise_abort, runtime_err, to_py, Owned};
 use crate::error::Error;
+use crate::pleg::count_option;
 use crate::pleg::evented::{ContainerEventSource, CriEvent, CriEventType, EventedOptions, EventedPleg};
-use crate::py::clock::seconds_arg;
-use crate::py::convert::type_name;
+use crate::py::clock::seconds_into;
+use crate::py::convert::{expected, get};
 use crate::py::errors::int_opt;
 use crate::py::lifecycle;
 use crate::time::Time;
 
 fn cri_event_from_py(v: &Bound<'_, PyAny>, path: &str) -> PyResult<CriEvent<PyStatus>> {
-    let d = v
-        .cast::<PyDict>()
-        .map_err(|_| PyTypeError::new_err(format!("{path}: expected a dict, got {}", type_name(v))))?;
-    let need = |k: &str| dict_get(d, k)?.ok_or_else(|| PyValueError::new_err(format!("{path}: missing {k:?}")));
+    let d = v.cast::<PyDict>().map_err(|_| expected(path, "a dict", v))?;
+    let need = |k: &str| get(d, k)?.ok_or_else(|| PyValueError::new_err(format!("{path}: missing {k:?}")));
     let container_id = string(&need("container_id")?, &|| format!("{path}.container_id"))?;
-    let pod_uid = dict_get(d, "pod_uid")?.map(|u| string(&u, &|| format!("{path}.pod_uid"))).transpose()?;
+    let pod_uid = get(d, "pod_uid")?.map(|u| string(&u, &|| format!("{path}.pod_uid"))).transpose()?;
     let t = need("type")?;
     let type_text =
         if let Ok(n) = t.extract::<i64>() { n.to_string() } else { string(&t, &|| format!("{path}.type"))? };
     let kind = CriEventType::parse(&type_text).map_err(|e| PyValueError::new_err(format!("{path}.{e}")))?;
     let created = need("created_at")?;
-    let created_at = created.extract::<i64>().map(Time).map_err(|_| {
-        PyTypeError::new_err(format!("{path}.created_at: expected int nanoseconds, got {}", type_name(&created)))
-    })?;
+    let created_at = created
+        .extract::<i64>()
+        .map(Time)
+        .map_err(|_| expected(format_args!("{path}.created_at"), "int nanoseconds", &created))?;
     let status = PyStatus::from_py(&need("pod_status")?, &format!("{path}.pod_status"))?;
     Ok(CriEvent { container_id, pod_uid, kind, created_at, status })
 }
@@ -92,32 +92,18 @@ impl PyEventedPLEG {
         cache_update_period: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let g = generic.get().inner.checked()?.clone();
-        if max_stream_retries < 0 {
-            return Err(PyValueError::new_err(format!("max_stream_retries must be >= 0, got {max_stream_retries}")));
-        }
-        if max_stream_retries > i64::from(u32::MAX) {
-            return Err(PyValueError::new_err(format!(
-                "max_stream_retries must be <= {}, got {max_stream_retries}",
-                u32::MAX
-            )));
-        }
+        let max_stream_retries = count_option(max_stream_retries, "max_stream_retries", 0, u32::MAX.into())? as u32;
         if let Some(s) = &runtime_service {
             if !s.bind(py).hasattr("get_container_events")? {
                 return Err(PyTypeError::new_err("runtime_service: expected an object with get_container_events()"));
             }
         }
-        let mut options = EventedOptions { max_stream_retries: max_stream_retries as u32, ..EventedOptions::default() };
-        let set = |v: Option<&Bound<'_, PyAny>>, what: &str, positive: bool, slot: &mut i64| -> PyResult<()> {
-            if let Some(v) = v {
-                *slot = seconds_arg(v, what, positive)?;
-            }
-            Ok(())
-        };
-        set(relist_period, "relist_period", true, &mut options.relist.period)?;
-        set(relist_threshold, "relist_threshold", false, &mut options.relist.threshold)?;
-        set(fallback_relist_period, "fallback_relist_period", true, &mut options.fallback.period)?;
-        set(fallback_relist_threshold, "fallback_relist_threshold", false, &mut options.fallback.threshold)?;
-        set(cache_update_period, "cache_update_period", true, &mut options.cache_update_period)?;
+        let mut options = EventedOptions { max_stream_retries, ..EventedOptions::default() };
+        seconds_into(relist_period, "relist_period", true, &mut options.relist.period)?;
+        seconds_into(relist_threshold, "relist_threshold", false, &mut options.relist.threshold)?;
+        seconds_into(fallback_relist_period, "fallback_relist_period", true, &mut options.fallback.period)?;
+        seconds_into(fallback_relist_threshold, "fallback_relist_threshold", false, &mut options.fallback.threshold)?;
+        seconds_into(cache_update_period, "cache_update_period", true, &mut options.cache_update_period)?;
         let inner = Owned::new(Arc::new(EventedPleg::new(g, options)?), "EventedPLEG");
         let source = runtime_service.map(|s| Arc::new(PySource(s)) as Arc<dyn ContainerEventSource<PyStatus>>);
         Ok(PyEventedPLEG { inner, generic, source })
@@ -151,9 +137,7 @@ impl PyEventedPLEG {
         let evented = self.inner.checked()?;
         let evs = events
             .try_iter()
-            .map_err(|_| {
-                PyTypeError::new_err(format!("events: expected an iterable of dicts, got {}", type_name(events)))
-            })?
+            .map_err(|_| expected("events", "an iterable of dicts", events))?
             .enumerate()
             .map(|(i, e)| cri_event_from_py(&e?, &format!("events[{i}]")))
             .collect::<PyResult<Vec<_>>>()?;

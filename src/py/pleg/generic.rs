@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pyo3::exceptions::{PyException, PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyException, PyRuntimeError, PyTimeoutError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
@@ -13,14 +13,13 @@ use super::channel::PyEventChannel;
 use super::pod::{pods_from_py, shared_pod};
 use super::{py_err_in, raise_abort, runtime_err, to_py, Owned};
 use crate::error::Error;
-use crate::pleg::generic::{Abort, Condition, GenericPleg, Inspection, LoopStep, PlegOptions, RelistDuration, Runtime};
+use crate::pleg::generic::{Abort, Condition, GenericPleg, Inspection, PlegOptions, RelistDuration, Runtime};
 use crate::pleg::records::PodRecords;
-use crate::pleg::{EventChannel, Pod};
-use crate::py::clock::{clock_arg, seconds_arg, timeout_arg, to_datetime};
+use crate::pleg::{count_option, EventChannel, Pod};
+use crate::py::clock::{clock_arg, seconds_arg, seconds_into, timeout_arg, to_datetime};
 use crate::py::convert::type_name;
 use crate::py::errors::{external, int_opt};
 use crate::py::lifecycle;
-use crate::time::NANOS_PER_SECOND;
 
 /// A Python object with `get_pods()`, `get_pod_status(pod)` and, for the on-demand relist, `get_pod(uid)`.
 pub struct PyRuntime(Py<PyAny>);
@@ -39,17 +38,10 @@ impl Runtime for PyRuntime {
     /// A pod as `get_pods()` lists it; None for a pod the runtime has nothing of.
     fn get_pod(&self, uid: &str) -> Result<Option<Arc<Pod>>, Error> {
         lifecycle::attach(|py| {
-            let get = || -> PyResult<Option<Arc<Pod>>> {
-                let v = lifecycle::call(
-                    &self.0.bind(py).getattr(intern!(py, "get_pod"))?,
-                    [PyString::new(py, uid).as_any()],
-                )?;
-                if v.is_none() {
-                    return Ok(None);
-                }
-                shared_pod(&v, &|| "get_pod()".into()).map(Some)
-            };
-            get().map_err(|e| runtime_err(py, e))
+            let method = self.0.bind(py).getattr(intern!(py, "get_pod"));
+            let got = method.and_then(|m| lifecycle::call(&m, [PyString::new(py, uid).as_any()]));
+            let pod = got.and_then(|v| (!v.is_none()).then(|| shared_pod(&v, &|| "get_pod()".into())).transpose());
+            pod.map_err(|e| runtime_err(py, e))
         })
     }
 
@@ -63,12 +55,8 @@ impl Runtime for PyRuntime {
             }
         };
         lifecycle::attach(|py| {
-            let arg = match to_py(py, pod) {
-                Ok(a) => a,
-                Err(e) => return failed(py, e),
-            };
             let method = self.0.bind(py).getattr(intern!(py, "get_pod_status"));
-            let out = match method.and_then(|m| lifecycle::call(&m, [arg.as_any()])) {
+            let out = match to_py(py, pod).and_then(|arg| lifecycle::call(&method?, [arg.as_any()])) {
                 Ok(o) => o,
                 Err(e) => return failed(py, e),
             };
@@ -128,10 +116,6 @@ impl Runtime for PyRuntime {
     }
 }
 
-fn ns_to_seconds(ns: i64) -> f64 {
-    ns as f64 / NANOS_PER_SECOND as f64
-}
-
 fn condition_from_py(f: Py<PyAny>) -> Condition<PyStatus> {
     Arc::new(move |s: &PyStatus| {
         lifecycle::attach(|py| {
@@ -184,28 +168,19 @@ impl PyGenericPLEG {
                 type_name(runtime.bind(py))
             )));
         }
-        if channel_capacity < 1 {
-            return Err(PyValueError::new_err(format!("channel_capacity must be >= 1, got {channel_capacity}")));
-        }
-        if inspect_concurrency < 1 {
-            return Err(PyValueError::new_err(format!("inspect_concurrency must be >= 1, got {inspect_concurrency}")));
-        }
+        let channel_capacity = count_option(channel_capacity, "channel_capacity", 1, i64::MAX)? as usize;
         let mut options = PlegOptions {
-            inspect_concurrency: inspect_concurrency as usize,
+            inspect_concurrency: count_option(inspect_concurrency, "inspect_concurrency", 1, i64::MAX)? as usize,
             pod_sync_on_reinspect,
             on_demand_relist,
             ..PlegOptions::default()
         };
-        if let Some(p) = relist_period {
-            options.duration.period = seconds_arg(p, "relist_period", true)?;
-        }
-        if let Some(t) = relist_threshold {
-            options.duration.threshold = seconds_arg(t, "relist_threshold", false)?;
-        }
+        seconds_into(relist_period, "relist_period", true, &mut options.duration.period)?;
+        seconds_into(relist_threshold, "relist_threshold", false, &mut options.duration.threshold)?;
         if let Some(t) = inspect_timeout {
             options.inspect_timeout = Some(Duration::from_nanos(seconds_arg(t, "inspect_timeout", true)? as u64));
         }
-        let channel = Arc::new(EventChannel::new(channel_capacity as usize));
+        let channel = Arc::new(EventChannel::new(channel_capacity));
         let inner = GenericPleg::new(PyRuntime(runtime), cache_arc, clock_arg(clock)?, channel, options)?;
         Ok(PyGenericPLEG { inner: Owned::new(Arc::new(inner), "GenericPLEG"), cache })
     }
@@ -332,12 +307,7 @@ impl PyGenericPLEG {
     /// relists, as `start()` does.
     fn loop_iteration(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
         let pleg = self.inner.checked()?;
-        Ok(match lifecycle::detach(py, || pleg.step())? {
-            LoopStep::Relisted => Some("relist"),
-            LoopStep::PodRelisted => Some("relist_pod"),
-            LoopStep::Skipped => Some("skipped"),
-            LoopStep::Idle => None,
-        })
+        Ok(lifecycle::detach(py, || pleg.step())?.name())
     }
 
     /// `Update`: a new period and threshold (seconds), used from the next wait of the loop.
@@ -351,12 +321,12 @@ impl PyGenericPLEG {
 
     #[getter]
     fn relist_period(&self) -> PyResult<f64> {
-        Ok(ns_to_seconds(self.inner.checked()?.duration().period))
+        Ok(self.inner.checked()?.duration().seconds().0)
     }
 
     #[getter]
     fn relist_threshold(&self) -> PyResult<f64> {
-        Ok(ns_to_seconds(self.inner.checked()?.duration().threshold))
+        Ok(self.inner.checked()?.duration().seconds().1)
     }
 
     /// When the last successful relist started, None before the first.
@@ -397,12 +367,8 @@ impl PyGenericPLEG {
 
     fn __repr__(&self) -> String {
         self.inner.repr(|pleg| {
-            let d = pleg.duration();
-            format!(
-                "GenericPLEG(relist_period={}s, relist_threshold={}s)",
-                ns_to_seconds(d.period),
-                ns_to_seconds(d.threshold)
-            )
+            let (period, threshold) = pleg.duration().seconds();
+            format!("GenericPLEG(relist_period={period}s, relist_threshold={threshold}s)")
         })
     }
 }

@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use pyo3::exceptions::{PyException, PyRuntimeError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use super::errors::external;
 use super::lifecycle;
@@ -41,10 +40,6 @@ fn py_err_in(e: &Error) -> Option<&PyErr> {
 fn raise_abort(py: Python<'_>, kept: Option<Arc<Error>>) -> PyResult<()> {
     let Some(e) = kept else { return Ok(()) };
     Err(py_err_in(&e).map_or_else(|| PyRuntimeError::new_err(e.to_string()), |p| p.clone_ref(py)))
-}
-
-fn dict_get<'py>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
-    Ok(d.get_item(key)?.filter(|v| !v.is_none()))
 }
 
 fn aio(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {

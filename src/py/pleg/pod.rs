@@ -7,11 +7,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use super::dict_get;
-use crate::error::Error;
 use crate::pleg::records::PodRecords;
 use crate::pleg::{Container, ContainerState, Pod, PodLifecycleEvent, PodLifecycleEventType};
-use crate::py::convert::type_name;
+use crate::py::convert::{expected, get};
 
 /// Where a value sits in the input, formatted only when there is an error to report.
 type PathFn<'a> = &'a dyn Fn() -> String;
@@ -19,23 +17,13 @@ type PathFn<'a> = &'a dyn Fn() -> String;
 pub(super) fn string(v: &Bound<'_, PyAny>, path: PathFn<'_>) -> PyResult<String> {
     match v.cast::<PyString>() {
         Ok(s) => Ok(s.to_str()?.to_owned()),
-        Err(_) => Err(PyTypeError::new_err(format!("{}: expected a str, got {}", path(), type_name(v)))),
+        Err(_) => Err(expected(path(), "a str", v)),
     }
 }
 
 fn state(v: &Bound<'_, PyAny>, path: PathFn<'_>) -> PyResult<ContainerState> {
-    let s = v
-        .cast::<PyString>()
-        .map_err(|_| PyTypeError::new_err(format!("{}: expected a state str, got {}", path(), type_name(v))))?;
-    ContainerState::parse(s.to_str()?).map_err(|e| PyValueError::new_err(format!("{}: {}", path(), strip_field(&e))))
-}
-
-/// The core's message without its own field prefix (the path here names the field).
-fn strip_field(e: &Error) -> String {
-    match e {
-        Error::Value { message, .. } | Error::Type { message, .. } => message.clone(),
-        other => other.to_string(),
-    }
+    let s = v.cast::<PyString>().map_err(|_| expected(path(), "a state str", v))?;
+    ContainerState::parse(s.to_str()?).map_err(|e| PyValueError::new_err(format!("{}: {e}", path())))
 }
 
 fn container(c: &Bound<'_, PyAny>, path: PathFn<'_>) -> PyResult<Container> {
@@ -45,11 +33,10 @@ fn container(c: &Bound<'_, PyAny>, path: PathFn<'_>) -> PyResult<Container> {
         }
         (t.get_item(0)?, t.get_item(1)?)
     } else if let Ok(d) = c.cast::<PyDict>() {
-        let need = |k: &str| dict_get(d, k)?.ok_or_else(|| PyValueError::new_err(format!("{}: missing {k:?}", path())));
+        let need = |k: &str| get(d, k)?.ok_or_else(|| PyValueError::new_err(format!("{}: missing {k:?}", path())));
         (need("id")?, need("state")?)
     } else {
-        let msg = format!("{}: expected a dict or an (id, state) tuple, got {}", path(), type_name(c));
-        return Err(PyTypeError::new_err(msg));
+        return Err(expected(path(), "a dict or an (id, state) tuple", c));
     };
     let id = string(&id, &|| format!("{}.id", path()))?;
     Ok(Container { id, state: state(&st, &|| format!("{}.state", path()))? })
@@ -63,7 +50,7 @@ fn containers(v: Option<Bound<'_, PyAny>>, path: PathFn<'_>) -> PyResult<Vec<Con
     if let Ok(t) = v.cast::<PyTuple>() {
         return t.iter().enumerate().map(|(i, c)| container(&c, &|| format!("{}[{i}]", path()))).collect();
     }
-    Err(PyTypeError::new_err(format!("{}: expected a list, got {}", path(), type_name(&v))))
+    Err(expected(path(), "a list", &v))
 }
 
 /// A pod from a dict (`id`, `name`, `namespace`, `containers`, `sandboxes`) or a tuple
@@ -88,19 +75,17 @@ pub(super) fn pod_from_py(v: &Bound<'_, PyAny>, path: PathFn<'_>) -> PyResult<Po
     if let Ok(p) = v.cast::<PyPod>() {
         return Ok(Pod::clone(&p.get().0));
     }
-    let d = v
-        .cast::<PyDict>()
-        .map_err(|_| PyTypeError::new_err(format!("{}: expected a pod dict or tuple, got {}", path(), type_name(v))))?;
-    let id = dict_get(d, "id")?.ok_or_else(|| PyValueError::new_err(format!("{}: missing \"id\"", path())))?;
+    let d = v.cast::<PyDict>().map_err(|_| expected(path(), "a pod dict or tuple", v))?;
+    let id = get(d, "id")?.ok_or_else(|| PyValueError::new_err(format!("{}: missing \"id\"", path())))?;
     let opt = |k: &str| -> PyResult<String> {
-        dict_get(d, k)?.map_or(Ok(String::new()), |x| string(&x, &|| format!("{}.{k}", path())))
+        get(d, k)?.map_or(Ok(String::new()), |x| string(&x, &|| format!("{}.{k}", path())))
     };
     Ok(Pod {
         id: string(&id, &|| format!("{}.id", path()))?,
         name: opt("name")?,
         namespace: opt("namespace")?,
-        containers: containers(dict_get(d, "containers")?, &|| format!("{}.containers", path()))?,
-        sandboxes: containers(dict_get(d, "sandboxes")?, &|| format!("{}.sandboxes", path()))?,
+        containers: containers(get(d, "containers")?, &|| format!("{}.containers", path()))?,
+        sandboxes: containers(get(d, "sandboxes")?, &|| format!("{}.sandboxes", path()))?,
     })
 }
 
@@ -123,8 +108,8 @@ fn same_containers(v: &Bound<'_, PyAny>, cs: &[Container]) -> bool {
                 && t.get_item(0).is_ok_and(|x| same_str(&x, &want.id))
                 && t.get_item(1).is_ok_and(|x| same_str(&x, want.state.as_str()))
         } else if let Ok(d) = c.cast::<PyDict>() {
-            matches!(dict_get(d, "id"), Ok(Some(x)) if same_str(&x, &want.id))
-                && matches!(dict_get(d, "state"), Ok(Some(x)) if same_str(&x, want.state.as_str()))
+            matches!(get(d, "id"), Ok(Some(x)) if same_str(&x, &want.id))
+                && matches!(get(d, "state"), Ok(Some(x)) if same_str(&x, want.state.as_str()))
         } else {
             false
         }
@@ -180,15 +165,11 @@ pub(super) fn pods_from_py(v: &Bound<'_, PyAny>, known: &PodRecords) -> PyResult
     if let Ok(l) = v.cast::<PyList>() {
         return l.iter().enumerate().map(|(i, p)| one(i, &p)).collect();
     }
+    let not_pods = || expected("get_pods()", "a list of pods or a PodList", v);
     if v.is_instance_of::<PyString>() || v.is_instance_of::<PyDict>() {
-        return Err(PyTypeError::new_err(format!(
-            "get_pods(): expected a list of pods or a PodList, got {}",
-            type_name(v)
-        )));
+        return Err(not_pods());
     }
-    let it = v.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!("get_pods(): expected a list of pods or a PodList, got {}", type_name(v)))
-    })?;
+    let it = v.try_iter().map_err(|_| not_pods())?;
     it.enumerate().map(|(i, p)| one(i, &p?)).collect()
 }
 
@@ -324,10 +305,8 @@ impl PyPodLifecycleEvent {
     }
 
     fn __repr__(&self) -> String {
-        match &self.0.data {
-            Some(d) => format!("PodLifecycleEvent(id={:?}, type={:?}, data={:?})", self.0.id, self.0.kind.as_str(), d),
-            None => format!("PodLifecycleEvent(id={:?}, type={:?}, data=None)", self.0.id, self.0.kind.as_str()),
-        }
+        let data = self.0.data.as_ref().map_or_else(|| "None".to_owned(), |d| format!("{d:?}"));
+        format!("PodLifecycleEvent(id={:?}, type={:?}, data={data})", self.0.id, self.0.kind.as_str())
     }
 }
 
