@@ -100,7 +100,7 @@ pub struct EventedStats {
 }
 
 #[derive(Default)]
-struct Counters {
+struct EventedCounters {
     received: AtomicU64,
     ignored: AtomicU64,
     rejected: AtomicU64,
@@ -113,7 +113,7 @@ struct Counters {
 pub struct EventedPleg<R: Runtime> {
     generic: Arc<GenericPleg<R>>,
     options: EventedOptions,
-    counters: Counters,
+    counters: EventedCounters,
     stop: Mutex<Option<Arc<StopSignal>>>,
     /// Set by each thread started so far when it ends.
     ended: Mutex<Vec<Arc<StopSignal>>>,
@@ -141,7 +141,7 @@ impl<R: Runtime> EventedPleg<R> {
         Ok(EventedPleg {
             generic,
             options,
-            counters: Counters::default(),
+            counters: EventedCounters::default(),
             stop: Mutex::new(None),
             ended: Mutex::default(),
             last_error: Mutex::new(None),

@@ -150,9 +150,9 @@ impl Default for PlegOptions {
     }
 }
 
-/// Counters (the kubelet's PLEG metrics and a few more).
+/// RelistCounters (the kubelet's PLEG metrics and a few more).
 #[derive(Default)]
-struct Counters {
+struct RelistCounters {
     relists: AtomicU64,
     relist_failures: AtomicU64,
     relist_duration_total: AtomicU64,
@@ -423,7 +423,7 @@ pub struct GenericPleg<R: Runtime> {
     duration: Mutex<RelistDuration>,
     conditions: Mutex<Conditions<R::Status>>,
     options: PlegOptions,
-    counters: Counters,
+    counters: RelistCounters,
     in_flight: Arc<Mutex<HashSet<String>>>,
     evented_gate: AtomicBool,
     evented_in_use: AtomicBool,
@@ -470,7 +470,7 @@ impl<R: Runtime> GenericPleg<R> {
             duration: Mutex::new(options.duration),
             conditions: Mutex::default(),
             options,
-            counters: Counters::default(),
+            counters: RelistCounters::default(),
             in_flight: Arc::default(),
             evented_gate: AtomicBool::new(false),
             evented_in_use: AtomicBool::new(false),
