@@ -174,7 +174,10 @@ class Decisions(Iterator[_Decision]):
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         """The decisions not iterated yet as an Arrow C stream (``pyarrow.table(sim.decisions())``)."""
 
-__all__ += ["ArrowTable", "_check_table", "_records_table"]
+__all__ += ["TRACE_COLUMNS", "ArrowTable", "_check_table", "_records_table"]
+
+TRACE_COLUMNS: list[str]
+"""The columns of a trace table (``kubevents.traces.TABLE_COLUMNS``)."""
 
 @final
 class ArrowTable:

@@ -36,24 +36,12 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from kubevents._native import TRACE_COLUMNS
+
 if TYPE_CHECKING:
     import pyarrow
 
-STRING_COLUMNS = (
-    "source_component",
-    "source_host",
-    "involved.kind",
-    "involved.namespace",
-    "involved.name",
-    "involved.uid",
-    "involved.api_version",
-    "involved.resource_version",
-    "involved.field_path",
-    "type",
-    "reason",
-    "message",
-)
-COLUMNS = ("t_ns", *STRING_COLUMNS, "annotations")
+COLUMNS: tuple[str, ...] = tuple(TRACE_COLUMNS)
 
 
 def _pyarrow() -> Any:

@@ -58,6 +58,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Tuning lab.
     m.add_function(wrap_pyfunction!(lab::replay_grid, m)?)?;
     m.add_class::<arrow::PyArrowTable>()?;
+    m.add("TRACE_COLUMNS", crate::sim::table::columns())?;
     m.add_function(wrap_pyfunction!(arrow::_records_table, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::_check_table, m)?)?;
     // Exit and fork (kubevents._lifecycle).

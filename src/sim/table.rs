@@ -56,6 +56,14 @@ pub const STRING_COLUMNS: [&str; 12] = [
 pub const TIME_COLUMN: &str = "t_ns";
 pub const ANNOTATIONS_COLUMN: &str = "annotations";
 
+/// Every trace column, in the order a table made from records has them.
+pub fn columns() -> Vec<&'static str> {
+    let mut all = vec![TIME_COLUMN];
+    all.extend(STRING_COLUMNS);
+    all.push(ANNOTATIONS_COLUMN);
+    all
+}
+
 /// Where each known column sits in a schema, checked once per table.
 #[derive(Clone, Debug)]
 pub struct Layout {
