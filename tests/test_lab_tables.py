@@ -6,12 +6,10 @@ import json
 import subprocess
 import sys
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-import polars as pl
-import pytest
-
 import kubevents
+import polars as pl
+import pyarrow as pa
+import pytest
 from kubevents import traces
 from kubevents.lab import sweep
 
@@ -156,3 +154,13 @@ def test_metrics_as_an_arrow_table(records: list[dict]) -> None:
         kubevents.simulate(records).to_arrow()
     with pytest.raises(TypeError, match="per-object metrics were not kept"):
         kubevents.simulate(records, metrics=True).to_arrow(objects=True)
+
+
+@pytest.mark.parametrize("argv", [["--trace", "t.parquet"], ["sweep", "--trace", "t.parquet", "--grid", "burst=5"]])
+def test_the_cli_without_pyarrow_says_what_to_install(argv: list[str]) -> None:
+    # pyarrow hidden: `import pyarrow` raises ImportError in the child.
+    code = ("import sys; sys.modules['pyarrow'] = None; from kubevents.__main__ import main; "
+            f"sys.exit(main({argv!r}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("kubevents: Arrow tables and Parquet traces need pyarrow: pip install 'kubevents[lab]'")

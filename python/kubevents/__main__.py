@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "max_interval": args.max_interval, "lru_cache_size": args.cache_size}
         options = {k: v for k, v in given.items() if v is not None}
         sim = kubevents.simulate(trace, per_object=True, **options)
-    except (OSError, TypeError, ValueError) as e:
+    except (OSError, TypeError, ValueError, ImportError) as e:
         print(f"kubevents: {e}", file=sys.stderr)
         return 2
     r = report(sim, args.top)

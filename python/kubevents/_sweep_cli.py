@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
         trace, _ = trace_of(args)
         rows = kubevents.sweep(trace, grid, metrics=metrics, workers=args.workers, window=args.window,
                                progress=not args.no_progress)
-    except (OSError, TypeError, ValueError) as e:
+    except (OSError, TypeError, ValueError, ImportError) as e:
         print(f"kubevents: {e}", file=sys.stderr)
         return 2
     columns = list(grid) + [m for m in (TABLE if not args.metrics else metrics) if m in metrics]
