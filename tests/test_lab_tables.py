@@ -9,6 +9,7 @@ import sys
 import kubevents
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from kubevents import traces
 from kubevents.lab import sweep
@@ -164,3 +165,17 @@ def test_the_cli_without_pyarrow_says_what_to_install(argv: list[str]) -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("kubevents: Arrow tables and Parquet traces need pyarrow: pip install 'kubevents[lab]'")
+
+
+def test_read_parquet_checks_the_columns_and_the_replay_the_values(tmp_path) -> None:
+    bad_column = tmp_path / "bad_column.parquet"
+    pq.write_table(pa.table({"t_ns": pa.array([1], pa.int64()), "involved.nmae": ["a"]}), bad_column)
+    with pytest.raises(ValueError, match=r"^involved\.nmae: unknown trace column"):
+        traces.read_parquet(bad_column)
+    null_time = tmp_path / "null_time.parquet"
+    pq.write_table(pa.table({"t_ns": pa.array([1, None], pa.int64()), "involved.name": ["a", "b"]}), null_time)
+    table = traces.read_parquet(null_time)
+    with pytest.raises(ValueError, match=r"^row 1: t_ns: null"):
+        kubevents.simulate(table)
+    with pytest.raises(ValueError, match=r"^row 1: t_ns: null"):
+        traces.to_records(table)

@@ -57,7 +57,7 @@ def _pyarrow() -> Any:
 def to_arrow(trace: Iterable[Mapping[str, Any]] | str | os.PathLike[str] | Any) -> pyarrow.Table:
     """A trace as a pyarrow ``Table`` with the columns above: from records (dicts, e.g. ``generate(...)`` or
     ``from_kubectl(...)``), from a JSON Lines or Parquet file, or from any Arrow table (returned as a pyarrow
-    table, its columns checked).
+    table, its columns' names and types checked).
 
     Records and files are read and checked as ``simulate`` reads them (a bad record raises naming its index
     or line, and the field); the columns are laid out in Rust, without a Python object per value.
@@ -74,10 +74,11 @@ def to_arrow(trace: Iterable[Mapping[str, Any]] | str | os.PathLike[str] | Any) 
     return pa.table(_records_table(trace))
 
 
-def _check(table: Any) -> None:
+def _check(table: Any, *, data: bool = False) -> None:
+    """The columns' names and types; with ``data`` the values too (a replay checks them before it starts)."""
     from kubevents._native import _check_table
 
-    _check_table(table)
+    _check_table(table, data=data)
 
 
 def to_parquet(trace: Any, path: str | os.PathLike[str], *, compression: str = "zstd") -> int:
@@ -90,7 +91,8 @@ def to_parquet(trace: Any, path: str | os.PathLike[str], *, compression: str = "
 
 
 def read_parquet(path: str | os.PathLike[str]) -> pyarrow.Table:
-    """A Parquet trace as a pyarrow ``Table`` (its columns checked), ready for ``simulate`` and ``sweep``."""
+    """A Parquet trace as a pyarrow ``Table``, ready for ``simulate`` and ``sweep``: its columns' names and types
+    are checked here, its values when it is replayed."""
     _pyarrow()
     import pyarrow.parquet as pq
 
@@ -103,7 +105,7 @@ def to_records(table: Any) -> list[dict[str, Any]]:
     """The rows of a trace table as records (dicts in the JSON Lines shape, ``involved`` nested), e.g. to look
     at them or to plot them; empty strings and absent annotations are left out, as a record may leave them."""
     pa = _pyarrow()
-    _check(table)
+    _check(table, data=True)
     out = []
     for row in pa.table(table).to_pylist():
         r: dict[str, Any] = {"t_ns": row["t_ns"], "involved": {}}

@@ -12,7 +12,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
-use crate::sim::table::{records_to_batch, Table};
+use crate::sim::table::{records_to_batch, Layout, Table};
 
 const STREAM: &CStr = c"arrow_array_stream";
 
@@ -23,6 +23,14 @@ pub fn is_table(obj: &Bound<'_, PyAny>) -> bool {
 
 /// A trace table from any object with `__arrow_c_stream__`, its columns checked (`kubevents.traces`).
 pub fn table_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Table> {
+    let reader = stream_from_py(obj)?;
+    let schema = reader.schema();
+    let batches = reader.collect::<Result<Vec<_>, _>>().map_err(arrow_err)?;
+    Ok(Table::new(&schema, batches)?)
+}
+
+/// The Arrow C stream of `obj`, not read yet.
+fn stream_from_py(obj: &Bound<'_, PyAny>) -> PyResult<ArrowArrayStreamReader> {
     let capsule = obj.call_method1(pyo3::intern!(obj.py(), "__arrow_c_stream__"), (obj.py().None(),))?;
     let capsule = capsule.cast_into::<PyCapsule>().map_err(|_| {
         PyTypeError::new_err("__arrow_c_stream__() did not return a PyCapsule (an Arrow C stream was expected)")
@@ -31,10 +39,7 @@ pub fn table_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Table> {
     // SAFETY: the capsule holds an `ArrowArrayStream` (its name says so); `from_raw` moves the stream out and
     // leaves a released one behind, which the capsule's destructor then ignores, as the interface requires.
     let stream = unsafe { FFI_ArrowArrayStream::from_raw(ptr.as_ptr()) };
-    let reader = ArrowArrayStreamReader::try_new(stream).map_err(arrow_err)?;
-    let schema = reader.schema();
-    let batches = reader.collect::<Result<Vec<_>, _>>().map_err(arrow_err)?;
-    Ok(Table::new(&schema, batches)?)
+    ArrowArrayStreamReader::try_new(stream).map_err(arrow_err)
 }
 
 fn arrow_err(e: arrow_schema::ArrowError) -> PyErr {
@@ -89,8 +94,14 @@ pub fn _records_table(py: Python<'_>, trace: &Bound<'_, PyAny>) -> PyResult<PyAr
     Ok(PyArrowTable::new(batch.schema(), vec![batch]))
 }
 
-/// Checks a table's columns and data as `simulate` would before replaying it.
+/// Checks a table as `simulate` would before replaying it: its columns' names and types, and with `data` its
+/// values too (which reads them all; the replay checks them anyway).
 #[pyfunction]
-pub fn _check_table(table: &Bound<'_, PyAny>) -> PyResult<()> {
-    table_from_py(table).map(drop)
+#[pyo3(signature = (table, *, data))]
+pub fn _check_table(table: &Bound<'_, PyAny>, data: bool) -> PyResult<()> {
+    if data {
+        return table_from_py(table).map(drop);
+    }
+    Layout::new(&stream_from_py(table)?.schema())?;
+    Ok(())
 }

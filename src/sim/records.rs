@@ -67,13 +67,13 @@ impl Records {
                 let mut left = BATCH;
                 while left > 0 && *at_batch < table.batches() {
                     let view = table.view(*at_batch);
-                    while *at_row < view.len() && left > 0 {
+                    while *at_row < view.rows() && left > 0 {
                         view.fill(*at_row, &mut record)?;
                         each(sim.step(&record)?, sim);
                         *at_row += 1;
                         left -= 1;
                     }
-                    if *at_row == view.len() {
+                    if *at_row == view.rows() {
                         *at_batch += 1;
                         *at_row = 0;
                     }

@@ -15,9 +15,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow_array::builder::{
-    ArrayBuilder, Int32Builder, MapBuilder, StringBuilder, StringDictionaryBuilder, UInt64Builder,
-};
+use arrow_array::builder::{Int32Builder, MapBuilder, StringBuilder, StringDictionaryBuilder, UInt64Builder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::ArrowDictionaryKeyType;
 use arrow_array::types::{
@@ -343,19 +341,8 @@ impl<'a> BatchView<'a> {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub fn rows(&self) -> usize {
         self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Row `row` of the batch as a record borrowing the batch's strings.
-    pub fn record(&self, row: usize) -> Result<Record<'a>> {
-        let mut r = Record::default();
-        self.fill(row, &mut r)?;
-        Ok(r)
     }
 
     /// Row `row` written over `r` (a record reused from row to row costs no moves).
@@ -400,24 +387,22 @@ pub struct Table {
     batches: Vec<RecordBatch>,
     /// The number of each batch's first row in the table.
     starts: Vec<u64>,
-    rows: usize,
 }
 
 impl Table {
     pub fn new(schema: &Schema, batches: Vec<RecordBatch>) -> Result<Self> {
         let layout = Layout::new(schema)?;
-        // Rows are read without bounds checks on offsets and dictionary keys; data from another library
-        // through the C interface is checked once here instead (UTF-8, offsets, keys in range).
+        let mut starts = Vec::with_capacity(batches.len());
+        let mut first = 0u64;
         for b in &batches {
+            // Rows are read without checking offsets, UTF-8 or dictionary keys; data from another library
+            // through the C interface is checked once here instead.
             for (field, column) in b.schema_ref().fields().iter().zip(b.columns()) {
                 column
                     .to_data()
                     .validate_full()
                     .map_err(|e| Error::value(field.name().as_str(), format!("invalid Arrow data: {e}")))?;
             }
-        }
-        let mut first = 0u64;
-        for b in &batches {
             let times = b.column(layout.time);
             if let Some(row) = (0..times.len()).find(|&i| times.is_null(i)) {
                 return Err(Error::value(
@@ -425,23 +410,10 @@ impl Table {
                     "null (every record needs its time)",
                 ));
             }
+            starts.push(first);
             first += b.num_rows() as u64;
         }
-        let mut starts = Vec::with_capacity(batches.len());
-        let mut rows = 0;
-        for b in &batches {
-            starts.push(rows as u64);
-            rows += b.num_rows();
-        }
-        Ok(Table { layout, batches, starts, rows })
-    }
-
-    pub fn len(&self) -> usize {
-        self.rows
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.rows == 0
+        Ok(Table { layout, batches, starts })
     }
 
     pub fn batches(&self) -> usize {
@@ -463,7 +435,7 @@ impl Table {
     pub fn each(&self, mut f: impl FnMut(&Record<'_>) -> Result<bool>) -> Result<()> {
         let mut record = Record::default();
         for view in self.views() {
-            for row in 0..view.len() {
+            for row in 0..view.rows() {
                 view.fill(row, &mut record)?;
                 if !f(&record)? {
                     return Ok(());
@@ -549,14 +521,6 @@ impl Default for DecisionColumns {
 }
 
 impl DecisionColumns {
-    pub fn len(&self) -> usize {
-        self.index.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// One decision; `event` is `(name, count, message)` of the event written (None for a skip).
     pub fn push(&mut self, index: u64, action: Action, event: Option<(&str, i32, &str)>, patch: Option<&str>) {
         self.index.append_value(index);
