@@ -20,6 +20,7 @@ pub mod sim;
 pub mod clock;
 pub mod error;
 pub mod event;
+pub mod gate;
 pub mod lru;
 pub mod names;
 pub mod sync;

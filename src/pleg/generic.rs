@@ -64,6 +64,15 @@ impl Abort {
     pub fn into_error(self) -> Error {
         Error::External(Box::new(self))
     }
+
+    /// The external error of type `T` that `e` carries, looked for through `Abort`s.
+    pub fn external<T: std::error::Error + 'static>(e: &Error) -> Option<&T> {
+        let Error::External(b) = e else { return None };
+        match b.downcast_ref::<Abort>() {
+            Some(a) => Self::external(&a.0),
+            None => b.downcast_ref::<T>(),
+        }
+    }
 }
 
 impl std::fmt::Display for Abort {

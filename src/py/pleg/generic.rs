@@ -11,8 +11,9 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 use super::cache::{PyErrValue, PyPodCache, PyStatus};
 use super::channel::PyEventChannel;
 use super::pod::{pods_from_py, shared_pod};
-use super::{py_err_in, raise_abort, runtime_err, to_py, Owned};
+use super::{raise_abort, runtime_err, to_py};
 use crate::error::Error;
+use crate::gate::Owned;
 use crate::pleg::generic::{Abort, Condition, GenericPleg, Inspection, PlegOptions, RelistDuration, Runtime};
 use crate::pleg::records::PodRecords;
 use crate::pleg::{count_option, EventChannel, Pod};
@@ -95,7 +96,7 @@ impl Runtime for PyRuntime {
     fn loop_aborted(&self, what: &str, err: &Error) {
         lifecycle::attach(|py| {
             let log = || -> PyResult<()> {
-                let e = py_err_in(err);
+                let e = Abort::external::<PyErr>(err);
                 let raised = match e {
                     Some(e) => e.value(py).repr()?.to_string(),
                     None => err.to_string(),
