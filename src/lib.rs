@@ -22,6 +22,7 @@ pub mod error;
 pub mod event;
 pub mod gate;
 pub mod lru;
+pub mod metrics;
 pub mod names;
 pub mod sync;
 pub mod threads;

@@ -14,6 +14,7 @@ use super::pod::{pods_from_py, shared_pod};
 use super::{raise_abort, runtime_err, to_py};
 use crate::error::Error;
 use crate::gate::Owned;
+use crate::metrics::Registration;
 use crate::pleg::generic::{Abort, Condition, GenericPleg, Inspection, PlegOptions, RelistDuration, Runtime};
 use crate::pleg::records::PodRecords;
 use crate::pleg::{count_option, EventChannel, Pod};
@@ -134,6 +135,8 @@ type Generic = GenericPleg<PyRuntime>;
 pub struct PyGenericPLEG {
     pub(super) inner: Owned<Generic>,
     cache: Py<PyPodCache>,
+    /// Among the live components, for `kubevents.metrics`.
+    _registration: Registration,
 }
 
 #[pymethods]
@@ -182,8 +185,9 @@ impl PyGenericPLEG {
             options.inspect_timeout = Some(Duration::from_nanos(seconds_arg(t, "inspect_timeout", true)? as u64));
         }
         let channel = Arc::new(EventChannel::new(channel_capacity));
-        let inner = GenericPleg::new(PyRuntime(runtime), cache_arc, clock_arg(clock)?, channel, options)?;
-        Ok(PyGenericPLEG { inner: Owned::new(Arc::new(inner), "GenericPLEG"), cache })
+        let inner = Arc::new(GenericPleg::new(PyRuntime(runtime), cache_arc, clock_arg(clock)?, channel, options)?);
+        let _registration = crate::metrics::register("GenericPLEG", None, &inner, |p| p.stats());
+        Ok(PyGenericPLEG { inner: Owned::new(inner, "GenericPLEG"), cache, _registration })
     }
 
     /// One relist. Raises what the runtime's `get_pods()` raised (nothing changed then), or, after the relist
