@@ -531,6 +531,23 @@ mod tests {
         assert_eq!((tries, sink.attempts.load(Ordering::SeqCst)), (1, 0));
     }
 
+    #[test]
+    fn record_event_counts_each_sink_call_by_verb_and_result() {
+        let calls = SinkCalls::default();
+        let all = |c: &SinkCalls| {
+            [(Written::Created, true), (Written::Created, false), (Written::Patched, true), (Written::Patched, false)]
+                .map(|(v, ok)| c.get(v, ok))
+        };
+        // A repeat whose patch finds nothing: a failed patch, then a create.
+        let sink = Failing::new(WriteError::retry("x"), 0);
+        let mut repeat = Event { count: 2, ..Default::default() };
+        assert!(record_event(&sink, &mut repeat, b"{}", &calls).is_ok());
+        assert_eq!(all(&calls), [1, 0, 0, 1]);
+        let failing = Failing::new(WriteError::status(503, "unavailable"), 1);
+        assert!(record_event(&failing, &mut Event::default(), b"{}", &calls).is_err());
+        assert_eq!(all(&calls), [1, 1, 0, 1]);
+    }
+
     // client-go's TestCancelEvent: once shut down, one try.
     #[test]
     fn cancel_event() {

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pleg_fakes import C, FakeRuntime, pod
+from pleg_fakes import C, FakeRuntime, pod, wait_for
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -232,6 +232,39 @@ def test_evented_pleg_latency_and_connections(registry):
     assert m[("kubelet_evented_pleg_connection_error_count_total", ())] == s["stream_failures"] == 0
     assert m[("kubelet_evented_pleg_connection_success_count_total", ())] == s["stream_connections"] == 0
     assert m[("kubevents_evented_pleg_events_received_total", ())] == s["events_received"] == 2
+
+
+class OneStream:
+    """A runtime service whose first stream delivers an event then breaks, and whose later ones fail."""
+
+    def __init__(self, event):
+        self.event = event
+        self.calls = 0
+
+    def get_container_events(self):
+        self.calls += 1
+        if self.calls > 1:
+            raise ConnectionError("refused")
+        yield self.event
+        raise ConnectionError("stream broken")
+
+
+def test_evented_pleg_connections_count_streams_that_delivered(registry):
+    clock = FakeClock(1_700_000_000)
+    generic = GenericPLEG(FakeRuntime([]), cache=PodCache(evented=True), clock=clock)
+    event = {"container_id": "c1", "pod_uid": "p1", "type": "CONTAINER_STARTED_EVENT", "created_at": clock.now_ns(),
+             "pod_status": {"id": "p1"}}
+    evented = EventedPLEG(generic, runtime_service=OneStream(event), max_stream_retries=2)
+    name = [c["name"] for c in kubevents._native._live_components() if c["kind"] == "EventedPLEG"][-1]
+    evented.start()
+    try:
+        wait_for(lambda: evented.stats()["fell_back"], "the fall-back")
+    finally:
+        generic.stop()
+        evented.stop()
+    m = scrape(registry, name)
+    assert m[("kubelet_evented_pleg_connection_success_count_total", ())] == 1
+    assert m[("kubelet_evented_pleg_connection_error_count_total", ())] == evented.stats()["stream_failures"] == 2
 
 
 def test_register_is_idempotent_and_defaults_to_the_global_registry():
