@@ -285,6 +285,34 @@ def test_the_import_names_the_extra_without_prometheus_client():
     assert "ImportError: kubevents.metrics needs prometheus_client: pip install 'kubevents[metrics]'" in p.stderr
 
 
+def test_a_forked_child_leaves_out_the_components_made_before_the_fork():
+    code = """
+import os
+from prometheus_client import CollectorRegistry, generate_latest
+import kubevents, kubevents.metrics
+from kubevents.sinks import MemorySink
+
+registry = CollectorRegistry()
+kubevents.metrics.register(registry)
+b = kubevents.Broadcaster(name="parent")
+b.start_recording_to_sink(MemorySink())
+e = kubevents.EventsBroadcaster(MemorySink(), name="parent-v1")
+e.start_recording_to_sink()
+pid = os.fork()
+if pid == 0:
+    child = kubevents.Broadcaster(name="child")
+    text = generate_latest(registry).decode()
+    os._exit(0 if 'name="child"' in text and 'name="parent' not in text else 1)
+_, status = os.waitpid(pid, 0)
+text = generate_latest(registry).decode()
+print(os.waitstatus_to_exitcode(status), 'name="parent"' in text, 'name="parent-v1"' in text)
+b.shutdown()
+e.shutdown()
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (p.stdout, p.returncode) == ("0 True True\n", 0), p.stderr
+
+
 def test_the_readme_lines_register_and_serve(monkeypatch):
     import prometheus_client
 

@@ -806,7 +806,8 @@ class GenericPLEG:
         """The last error of a relist run by the loop."""
     def stats(self) -> _PlegStats:
         """Counters: relists, durations on the clock (seconds), events sent and dropped, inspections,
-        on-demand pod relists and relist requests."""
+        on-demand pod relists and relist requests; the kubelet's relist duration and interval histograms and
+        ``last_seen`` (the last successful relist's start, epoch seconds)."""
     def _exit_flush(self, timeout: float) -> tuple[str, int]: ...
 
 class _EventedStats(TypedDict):
@@ -866,8 +867,9 @@ class EventedPLEG:
     def last_error(self) -> str | None:
         """The last stream error."""
     def stats(self) -> _EventedStats:
-        """Counters: events received, ignored, rejected, sent; stream failures; whether it fell back; the
-        running-pod count moved by each event's sandbox state (``kubelet_running_pods``)."""
+        """Counters: events received, ignored, rejected, sent; stream failures and connections; whether it fell
+        back; the running-pod count moved by each event's sandbox state (``kubelet_running_pods``); the
+        histogram of event latencies (from ``created_at``)."""
     def _exit_flush(self, timeout: float) -> tuple[str, int]: ...
 
 # --- Tuning lab ---------------------------------------------------------------------------------------------

@@ -186,7 +186,8 @@ impl PyEventedPLEG {
     }
 
     /// Counters: events received, ignored (no sandbox metadata), rejected (older than the cache), sent;
-    /// stream failures; whether it fell back to generic relisting; running pods (`kubelet_running_pods`).
+    /// stream failures and connections (streams that delivered an event); whether it fell back to generic
+    /// relisting; running pods (`kubelet_running_pods`); the histogram of event latencies (from `created_at`).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let evented = self.inner.checked()?;
         to_py(py, &evented.stats())

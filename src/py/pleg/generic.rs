@@ -354,7 +354,8 @@ impl PyGenericPLEG {
 
     /// Counters: relists, failures, durations on the clock (seconds), events sent and dropped, inspections,
     /// inspection errors and timeouts, reinspections, on-demand pod relists and their failures, relist
-    /// requests queued, skipped and dropped, running pods and containers by state.
+    /// requests queued, skipped and dropped, running pods and containers by state; the kubelet's relist
+    /// duration and interval histograms, and `last_seen` (the last successful relist's start, epoch seconds).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_py(py, &self.inner.checked()?.stats())
     }
