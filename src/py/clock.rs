@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-#[cfg(not(feature = "abi3"))]
-use pyo3::types::{PyDateAccess, PyDeltaAccess, PyTimeAccess};
-use pyo3::types::{PyDateTime, PyDelta, PyInt, PyTzInfo, PyTzInfoAccess};
+use pyo3::types::{PyDateAccess, PyInt, PyTimeAccess};
+use pyo3::types::{PyDateTime, PyDelta, PyDeltaAccess, PyTzInfo, PyTzInfoAccess};
 
 use super::convert::expected;
 use super::errors::external;
@@ -21,12 +20,19 @@ pub fn to_time(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Time> {
         // Naive datetimes have no offset to ask for.
         let off = if dt.get_tzinfo().is_some() { Some(dt.call_method0("utcoffset")?) } else { None };
         let offset_ns = match off.filter(|o| !o.is_none()) {
-            Some(o) => delta_nanos(o.cast::<PyDelta>()?)?,
+            Some(o) => delta_nanos(o.cast::<PyDelta>()?),
             None => 0,
         };
-        let (year, [month, day, hour, minute, second, micro]) = civil(dt)?;
-        let t = Time::from_civil(year, month, day, hour, minute, second, micro * 1000)
-            .and_then(|t| t.0.checked_sub(offset_ns).map(Time));
+        let t = Time::from_civil(
+            i64::from(dt.get_year()),
+            u32::from(dt.get_month()),
+            u32::from(dt.get_day()),
+            u32::from(dt.get_hour()),
+            u32::from(dt.get_minute()),
+            u32::from(dt.get_second()),
+            dt.get_microsecond() * 1000,
+        )
+        .and_then(|t| t.0.checked_sub(offset_ns).map(Time));
         return t.ok_or_else(|| PyValueError::new_err(format!("{what}: {dt} is outside years 1678..2261")));
     }
     if v.is_instance_of::<pyo3::types::PyBool>() {
@@ -46,48 +52,15 @@ pub fn to_time(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Time> {
     Err(expected(what, "a datetime or epoch seconds", v))
 }
 
-#[cfg(not(feature = "abi3"))]
-fn civil(dt: &Bound<'_, PyDateTime>) -> PyResult<(i64, [u32; 6])> {
-    Ok((
-        i64::from(dt.get_year()),
-        [
-            u32::from(dt.get_month()),
-            u32::from(dt.get_day()),
-            u32::from(dt.get_hour()),
-            u32::from(dt.get_minute()),
-            u32::from(dt.get_second()),
-            dt.get_microsecond(),
-        ],
-    ))
-}
-
-#[cfg(feature = "abi3")]
-fn civil(dt: &Bound<'_, PyDateTime>) -> PyResult<(i64, [u32; 6])> {
-    let mut out = [0; 6];
-    for (o, name) in out.iter_mut().zip(["month", "day", "hour", "minute", "second", "microsecond"]) {
-        *o = dt.getattr(name)?.extract()?;
-    }
-    Ok((dt.getattr("year")?.extract()?, out))
-}
-
-#[cfg(not(feature = "abi3"))]
-fn delta_nanos(d: &Bound<'_, PyDelta>) -> PyResult<i64> {
-    Ok((i64::from(d.get_days()) * 86_400 + i64::from(d.get_seconds())) * NANOS_PER_SECOND
-        + i64::from(d.get_microseconds()) * 1000)
-}
-
-#[cfg(feature = "abi3")]
-fn delta_nanos(d: &Bound<'_, PyDelta>) -> PyResult<i64> {
-    let days: i64 = d.getattr("days")?.extract()?;
-    let secs: i64 = d.getattr("seconds")?.extract()?;
-    let micros: i64 = d.getattr("microseconds")?.extract()?;
-    Ok((days * 86_400 + secs) * NANOS_PER_SECOND + micros * 1000)
+fn delta_nanos(d: &Bound<'_, PyDelta>) -> i64 {
+    (i64::from(d.get_days()) * 86_400 + i64::from(d.get_seconds())) * NANOS_PER_SECOND
+        + i64::from(d.get_microseconds()) * 1000
 }
 
 /// A duration in seconds (int, float) or a timedelta, as nanoseconds.
 pub fn to_duration(v: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
     if let Ok(d) = v.cast::<PyDelta>() {
-        return delta_nanos(d);
+        return Ok(delta_nanos(d));
     }
     if let Ok(secs) = v.extract::<f64>() {
         return nanos_from_secs_f64(secs)

@@ -10,7 +10,6 @@ use crate::sync::lock;
 use std::collections::BTreeMap;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
-#[cfg(not(feature = "abi3"))]
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -184,14 +183,6 @@ fn py_str<'py>(py: Python<'py>, s: &str) -> PyResult<Bound<'py, PyString>> {
 }
 
 /// A Python str of ASCII `bytes` (checked by the caller).
-#[cfg(feature = "abi3")]
-fn ascii_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>> {
-    // SAFETY: the caller checked that the bytes are ASCII, hence UTF-8.
-    Ok(PyString::new(py, unsafe { std::str::from_utf8_unchecked(bytes) }))
-}
-
-/// A Python str of ASCII `bytes` (checked by the caller).
-#[cfg(not(feature = "abi3"))]
 fn ascii_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>> {
     debug_assert!(bytes.is_ascii());
     let len = isize::try_from(bytes.len()).map_err(|_| PyValueError::new_err("string too long for Python"))?;

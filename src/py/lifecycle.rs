@@ -67,7 +67,7 @@ impl Drop for Counted {
 /// never returns; a thread that is attached already (a Python thread, or a nested call) goes straight in.
 pub fn attach<R>(f: impl FnOnce(Python<'_>) -> R) -> R {
     // SAFETY: callable without the GIL and before or after initialization.
-    if COUNTED.get() || unsafe { PyGILState_Check() } == 1 {
+    if COUNTED.get() || unsafe { ffi::PyGILState_Check() } == 1 {
         return Python::attach(f);
     }
     if !enter() {
@@ -132,15 +132,6 @@ pub fn check_not_forked(made_in: u64, what: &str) -> PyResult<()> {
     Ok(())
 }
 
-#[cfg(not(feature = "abi3"))]
-use ffi::{PyGILState_Check, PY_VECTORCALL_ARGUMENTS_OFFSET};
-#[cfg(feature = "abi3")]
-const PY_VECTORCALL_ARGUMENTS_OFFSET: usize = 1 << (usize::BITS - 1);
-#[cfg(feature = "abi3")]
-extern "C" {
-    fn PyGILState_Check() -> std::os::raw::c_int;
-}
-
 extern "C" {
     /// `PyObject_Vectorcall` under a cancellation cleanup buffer (`src/py/guard.c`).
     fn kubevents_guarded_vectorcall(
@@ -168,7 +159,7 @@ pub fn call<'py, const N: usize>(f: &Bound<'py, PyAny>, args: [&Bound<'py, PyAny
     // and the result is a new reference, or NULL with the exception set.
     unsafe {
         let args = slots.as_mut_ptr().add(1);
-        let out = kubevents_guarded_vectorcall(f.as_ptr(), args, N | PY_VECTORCALL_ARGUMENTS_OFFSET);
+        let out = kubevents_guarded_vectorcall(f.as_ptr(), args, N | ffi::PY_VECTORCALL_ARGUMENTS_OFFSET);
         Bound::from_owned_ptr_or_err(f.py(), out)
     }
 }
