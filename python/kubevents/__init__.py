@@ -40,6 +40,7 @@ from kubevents._native import (
     IntervalClock,
     RealClock,
     Simulation,
+    __version__,
     make_event,
     simulate,
 )
@@ -52,6 +53,7 @@ from kubevents._native import Broadcaster, Recorder, Watcher, object_reference, 
 # -- end recording pipeline --
 
 __all__ = [
+    "__version__",
     "DEFAULT_EXIT_TIMEOUT",
     "DEFAULT_QPS",
     "CorrelateResult",

@@ -7,6 +7,7 @@ from os import PathLike
 from typing import Any, Literal, Protocol, Self, TypeAlias, TypedDict, final
 
 __all__ = [
+    "__version__",
     "DEFAULT_QPS",
     "CorrelateResult",
     "Correlator",
@@ -26,6 +27,9 @@ __all__ = [
     # Tuning lab.
     "replay_grid",
 ]
+
+__version__: str
+"""The package's version (Cargo.toml's, as in the distribution's metadata)."""
 
 DEFAULT_QPS: float
 """client-go's default spam refill rate, ``float32(1/300)`` widened to a float."""

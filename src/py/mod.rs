@@ -30,6 +30,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The package's version is Cargo.toml's: maturin writes it into the wheel's metadata as well.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<clock::PyRealClock>()?;
     m.add_class::<clock::PyFakeClock>()?;
     m.add_class::<clock::PyIntervalClock>()?;
