@@ -24,7 +24,7 @@ use arrow_array::types::{
 };
 use arrow_array::{Array, ArrayRef, DictionaryArray, Int64Array, MapArray, RecordBatch};
 use arrow_buffer::{ArrowNativeType, NullBuffer};
-use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use arrow_schema::{ArrowError, DataType, Field, Schema, TimeUnit};
 
 use super::counts::Action;
 use super::simulator::{Simulator, Step};
@@ -145,6 +145,8 @@ impl Layout {
 /// A string column of one batch, read without copying.
 enum TextColumn<'a> {
     Absent,
+    /// The common case, unwrapped from `Plain` to save a dispatch per value.
+    Utf8(Offsets<'a, i32>),
     Plain(Plain<'a>),
     /// A dictionary: its keys (any integer type) index its values.
     Dict(Option<&'a NullBuffer>, DictKeys<'a>, Plain<'a>),
@@ -167,7 +169,8 @@ struct Offsets<'a, O> {
 
 impl<'a, O: arrow_array::OffsetSizeTrait> Offsets<'a, O> {
     fn of(a: &'a arrow_array::GenericStringArray<O>) -> Self {
-        Offsets { offsets: a.value_offsets(), data: a.values().as_slice(), nulls: a.nulls() }
+        let nulls = a.nulls().filter(|n| n.null_count() > 0);
+        Offsets { offsets: a.value_offsets(), data: a.values().as_slice(), nulls }
     }
 
     #[inline(always)]
@@ -176,7 +179,7 @@ impl<'a, O: arrow_array::OffsetSizeTrait> Offsets<'a, O> {
             return "";
         }
         let bytes = &self.data[self.offsets[row].as_usize()..self.offsets[row + 1].as_usize()];
-        // SAFETY: `Table::new` validated the column (`validate_full`): its offsets fall on UTF-8 boundaries
+        // SAFETY: `Table::new` validated the column (`validate`): its offsets fall on UTF-8 boundaries
         // of valid UTF-8 data, as the `value` accessor of the array assumes as well.
         unsafe { std::str::from_utf8_unchecked(bytes) }
     }
@@ -259,6 +262,8 @@ impl<'a> TextColumn<'a> {
                 DataType::UInt32 => dict::<UInt32Type>(a, DictKeys::U32),
                 _ => dict::<UInt64Type>(a, DictKeys::U64),
             },
+            DataType::Utf8 => TextColumn::Utf8(Offsets::of(a.as_string::<i32>())),
+            DataType::Null => TextColumn::Absent,
             _ => TextColumn::Plain(Plain::of(a)),
         }
     }
@@ -266,6 +271,7 @@ impl<'a> TextColumn<'a> {
     #[inline(always)]
     fn get(&self, row: usize) -> &'a str {
         match self {
+            TextColumn::Utf8(s) => s.get(row),
             TextColumn::Absent => "",
             TextColumn::Plain(p) => p.get(row),
             TextColumn::Dict(nulls, keys, values) => {
@@ -315,10 +321,41 @@ impl<'a> Times<'a> {
     }
 }
 
+/// A utf8 column without nulls, or an absent column (offsets `[0]`, step 0): the usual columns, read with
+/// no dispatch and no null check.
+#[derive(Clone, Copy)]
+struct Direct<'a> {
+    offsets: &'a [i32],
+    data: &'a [u8],
+    step: usize,
+}
+
+impl<'a> Direct<'a> {
+    const ABSENT: Direct<'static> = Direct { offsets: &[0], data: &[], step: 0 };
+
+    fn of(column: &TextColumn<'a>) -> Option<Self> {
+        match column {
+            TextColumn::Absent => Some(Direct::ABSENT),
+            TextColumn::Utf8(o) if o.nulls.is_none() => Some(Direct { offsets: o.offsets, data: o.data, step: 1 }),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    fn get(&self, row: usize) -> &'a str {
+        let i = row * self.step;
+        let bytes = &self.data[self.offsets[i].as_usize()..self.offsets[i + self.step].as_usize()];
+        // SAFETY: as in `Offsets::get`, the column was validated by `Table::new`; an absent column reads "".
+        unsafe { std::str::from_utf8_unchecked(bytes) }
+    }
+}
+
 /// One record batch, ready to hand out records.
 pub struct BatchView<'a> {
     times: Times<'a>,
     strings: [TextColumn<'a>; STRING_COLUMNS.len()],
+    /// The string columns when all of them are `Direct`.
+    direct: Option<[Direct<'a>; STRING_COLUMNS.len()]>,
     annotations: Option<&'a MapArray>,
     /// The number of the batch's first row in the whole table, for error messages.
     first_row: u64,
@@ -328,9 +365,12 @@ pub struct BatchView<'a> {
 impl<'a> BatchView<'a> {
     pub fn new(layout: &Layout, batch: &'a RecordBatch, first_row: u64) -> Self {
         let column = |i: Option<usize>| i.map_or(TextColumn::Absent, |i| TextColumn::of(batch.column(i).as_ref()));
+        let strings: [TextColumn<'a>; STRING_COLUMNS.len()] = std::array::from_fn(|k| column(layout.strings[k]));
+        let direct = strings.iter().map(Direct::of).collect::<Option<Vec<_>>>().and_then(|d| d.try_into().ok());
         BatchView {
             times: Times::of(batch.column(layout.time).as_ref()),
-            strings: std::array::from_fn(|k| column(layout.strings[k])),
+            strings,
+            direct,
             annotations: layout
                 .annotations
                 .map(|i| batch.column(i))
@@ -364,8 +404,17 @@ impl<'a> BatchView<'a> {
             &mut r.reason,
             &mut r.message,
         ];
-        for (field, column) in fields.into_iter().zip(&self.strings) {
-            *field = Cow::Borrowed(column.get(row));
+        match &self.direct {
+            Some(columns) => {
+                for (field, column) in fields.into_iter().zip(columns) {
+                    *field = Cow::Borrowed(column.get(row));
+                }
+            }
+            None => {
+                for (field, column) in fields.into_iter().zip(&self.strings) {
+                    *field = Cow::Borrowed(column.get(row));
+                }
+            }
         }
         if self.annotations.is_some() {
             r.annotations = self.annotations(row);
@@ -378,6 +427,42 @@ impl<'a> BatchView<'a> {
         let entries = m.value(row);
         let (keys, values) = (Plain::of(entries.column(0).as_ref()), Plain::of(entries.column(1).as_ref()));
         (0..entries.len()).map(|i| (keys.get(i).to_owned(), values.get(i).to_owned())).collect()
+    }
+}
+
+/// `validate_full`, with utf8 and large_utf8 values checked in whole passes over the offsets and the data
+/// rather than value by value (most of a replay's table import otherwise).
+fn validate(column: &dyn Array) -> std::result::Result<(), ArrowError> {
+    match column.data_type() {
+        DataType::Utf8 => validate_strings(column.as_string::<i32>()),
+        DataType::LargeUtf8 => validate_strings(column.as_string::<i64>()),
+        _ => column.to_data().validate_full(),
+    }
+}
+
+fn validate_strings<O: arrow_array::OffsetSizeTrait>(
+    strings: &arrow_array::GenericStringArray<O>,
+) -> std::result::Result<(), ArrowError> {
+    // Buffer sizes, and the first and last offsets within the data; then the null count.
+    let data = strings.to_data();
+    data.validate()?;
+    data.validate_nulls()?;
+    let invalid = |what: &str| Err(ArrowError::InvalidArgumentError(what.to_owned()));
+    let offsets = strings.value_offsets();
+    // Non-negative and not decreasing: with `validate`, every offset is then within the data.
+    if offsets.first().is_some_and(|o| *o < O::zero()) || offsets.windows(2).any(|w| w[0] > w[1]) {
+        return invalid("offsets are negative or decreasing");
+    }
+    let (Some(first), Some(last)) = (offsets.first(), offsets.last()) else { return Ok(()) };
+    let values = &strings.values().as_slice()[first.as_usize()..last.as_usize()];
+    if values.is_ascii() {
+        return Ok(());
+    }
+    let Ok(text) = std::str::from_utf8(values) else { return invalid("invalid UTF-8") };
+    if offsets.iter().all(|o| text.is_char_boundary(o.as_usize() - first.as_usize())) {
+        Ok(())
+    } else {
+        invalid("an offset splits a UTF-8 character")
     }
 }
 
@@ -398,9 +483,7 @@ impl Table {
             // Rows are read without checking offsets, UTF-8 or dictionary keys; data from another library
             // through the C interface is checked once here instead.
             for (field, column) in b.schema_ref().fields().iter().zip(b.columns()) {
-                column
-                    .to_data()
-                    .validate_full()
+                validate(column.as_ref())
                     .map_err(|e| Error::value(field.name().as_str(), format!("invalid Arrow data: {e}")))?;
             }
             let times = b.column(layout.time);
@@ -671,6 +754,48 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(got, vec![want(5, "Pod", "p-1", "BackOff"), want(6, "", "p-2", "")]);
+    }
+
+    #[test]
+    fn string_values_are_checked_once_and_bad_ones_named() {
+        use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
+        fn strings<O: arrow_array::OffsetSizeTrait>(offsets: &[usize], data: &[u8]) -> ArrayRef {
+            let offsets = offsets.iter().map(|&o| O::from_usize(o).unwrap()).collect::<Vec<O>>();
+            // SAFETY: none; the arrays are deliberately invalid, which is what `Table::new` must catch.
+            Arc::new(unsafe {
+                arrow_array::GenericStringArray::<O>::new_unchecked(
+                    OffsetBuffer::new_unchecked(ScalarBuffer::from(offsets)),
+                    Buffer::from(data.to_vec()),
+                    None,
+                )
+            })
+        }
+        let table = |message: ArrayRef| {
+            let (schema, b) = batch(vec![
+                ("t_ns", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+                ("involved.name", Arc::new(StringArray::from(vec!["a", "b"]))),
+                ("message", message),
+            ]);
+            Table::new(&schema, vec![b])
+        };
+        let e = "é".as_bytes();
+        let ok = [e, b"x"].concat();
+        for good in [strings::<i32>(&[0, 2, 3], &ok), strings::<i64>(&[0, 2, 3], &ok)] {
+            let t = table(good).unwrap();
+            let messages: Vec<_> = records(&t).unwrap().into_iter().map(|r| r.message.into_owned()).collect();
+            assert_eq!(messages, ["é", "x"]);
+        }
+        let bad = [
+            (strings::<i32>(&[0, 2, 1], &ok), "offsets are negative or decreasing"),
+            (strings::<i64>(&[0, 1, 3], &ok), "an offset splits a UTF-8 character"),
+            (strings::<i32>(&[0, 1, 2], &[b'a', 0xff]), "invalid UTF-8"),
+            (strings::<i32>(&[0, 1, 9], b"ab"), "Last offset 9"),
+        ];
+        for (column, why) in bad {
+            let Err(err) = table(column) else { panic!("accepted: {why}") };
+            let err = err.to_string();
+            assert!(err.starts_with("message: invalid Arrow data: ") && err.contains(why), "{err}");
+        }
     }
 
     #[test]
