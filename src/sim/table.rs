@@ -34,6 +34,7 @@ use super::trace::Record;
 use serde::de::{Deserializer, Visitor};
 
 use crate::error::{Error, Result};
+use crate::threads;
 
 /// The string columns, in the order [`BatchView::record`] reads them.
 pub const STRING_COLUMNS: [&str; 12] = [
@@ -466,6 +467,24 @@ fn validate_strings<O: arrow_array::OffsetSizeTrait>(
     }
 }
 
+/// Checks a batch of the layout's schema whose first row is row `first` of the table: rows are read without
+/// checking offsets, UTF-8 or dictionary keys, so data from another library through the C interface is
+/// checked once here instead.
+fn check(layout: &Layout, b: &RecordBatch, first: u64) -> Result<()> {
+    for (field, column) in b.schema_ref().fields().iter().zip(b.columns()) {
+        validate(column.as_ref())
+            .map_err(|e| Error::value(field.name().as_str(), format!("invalid Arrow data: {e}")))?;
+    }
+    let times = b.column(layout.time);
+    if let Some(row) = (0..times.len()).find(|&i| times.is_null(i)) {
+        return Err(Error::value(
+            format!("row {}: {TIME_COLUMN}", first + row as u64),
+            "null (every record needs its time)",
+        ));
+    }
+    Ok(())
+}
+
 /// A trace held as Arrow record batches, checked once; shared by the threads of a sweep.
 pub struct Table {
     layout: Layout,
@@ -476,27 +495,68 @@ pub struct Table {
 
 impl Table {
     pub fn new(schema: &Schema, batches: Vec<RecordBatch>) -> Result<Self> {
-        let layout = Layout::new(schema)?;
-        let mut starts = Vec::with_capacity(batches.len());
-        let mut first = 0u64;
-        for b in &batches {
-            // Rows are read without checking offsets, UTF-8 or dictionary keys; data from another library
-            // through the C interface is checked once here instead.
-            for (field, column) in b.schema_ref().fields().iter().zip(b.columns()) {
-                validate(column.as_ref())
-                    .map_err(|e| Error::value(field.name().as_str(), format!("invalid Arrow data: {e}")))?;
-            }
-            let times = b.column(layout.time);
-            if let Some(row) = (0..times.len()).find(|&i| times.is_null(i)) {
-                return Err(Error::value(
-                    format!("row {}: {TIME_COLUMN}", first + row as u64),
-                    "null (every record needs its time)",
-                ));
-            }
-            starts.push(first);
-            first += b.num_rows() as u64;
+        let mut table = Table::empty(schema)?;
+        table.batches.reserve(batches.len());
+        for b in batches {
+            table.push(b)?;
         }
-        Ok(Table { layout, batches, starts })
+        Ok(table)
+    }
+
+    fn empty(schema: &Schema) -> Result<Self> {
+        Ok(Table { layout: Layout::new(schema)?, batches: Vec::new(), starts: Vec::new() })
+    }
+
+    /// Appends a batch of the table's schema, checked.
+    fn push(&mut self, b: RecordBatch) -> Result<()> {
+        check(&self.layout, &b, self.rows())?;
+        self.starts.push(self.rows());
+        self.batches.push(b);
+        Ok(())
+    }
+
+    fn rows(&self) -> u64 {
+        self.starts.last().zip(self.batches.last()).map_or(0, |(s, b)| s + b.num_rows() as u64)
+    }
+
+    /// Hands every record of a stream of batches (of `schema`, from `next` until it returns None) to `f`, as
+    /// they arrive: a thread of its own pulls and checks up to `READ_AHEAD` batches ahead, so that decoding
+    /// them (a Parquet file's) overlaps the replay. Returns the table they make, to be replayed again.
+    pub fn each_streamed(
+        schema: &Schema,
+        mut next: impl FnMut() -> Option<Result<RecordBatch>> + Send,
+        mut f: impl FnMut(&Record<'_>) -> Result<()>,
+    ) -> Result<Table> {
+        const READ_AHEAD: usize = 2;
+        let mut table = Table::empty(schema)?;
+        let layout = table.layout.clone();
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(READ_AHEAD);
+            let reader = move || {
+                let mut rows = 0;
+                while let Some(b) = next() {
+                    let b = b.and_then(|b| check(&layout, &b, rows).map(|()| b));
+                    rows += b.as_ref().map_or(0, |b| b.num_rows() as u64);
+                    // An error ends the stream; so does a replay that stopped listening.
+                    if b.is_err() | tx.send(b).is_err() {
+                        break;
+                    }
+                }
+            };
+            threads::spawn_scoped(scope, "trace-reader", reader)?;
+            for b in rx {
+                let b = b?;
+                table.starts.push(table.rows());
+                table.batches.push(b);
+                let view = table.view(table.batches.len() - 1);
+                let mut record = Record::default();
+                for row in 0..view.rows() {
+                    view.fill(row, &mut record)?;
+                    f(&record)?;
+                }
+            }
+            Ok(table)
+        })
     }
 
     pub fn batches(&self) -> usize {
@@ -796,6 +856,46 @@ mod tests {
             let err = err.to_string();
             assert!(err.starts_with("message: invalid Arrow data: ") && err.contains(why), "{err}");
         }
+    }
+
+    #[test]
+    fn a_stream_is_replayed_as_it_arrives_and_kept() {
+        let (schema, b) = batch(vec![
+            ("t_ns", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef),
+            ("involved.name", Arc::new(StringArray::from(vec!["a", "b", "c"]))),
+        ]);
+        let (_, null) = batch(vec![
+            ("t_ns", Arc::new(Int64Array::from(vec![Some(4), None])) as ArrayRef),
+            ("involved.name", Arc::new(StringArray::from(vec!["d", "e"]))),
+        ]);
+        let stream = |batches: Vec<Result<RecordBatch>>| {
+            let mut it = batches.into_iter();
+            move || it.next()
+        };
+        let mut seen = vec![];
+        let t = Table::each_streamed(&schema, stream(vec![Ok(b.clone()), Ok(b.clone())]), |r| {
+            seen.push(r.clone().into_owned());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, records(&Table::new(&schema, vec![b.clone(), b.clone()]).unwrap()).unwrap());
+        assert_eq!(records(&t).unwrap(), seen, "the table kept replays the same");
+        // A bad batch, or an error of the stream, ends the replay after the batches before it.
+        let mut n = 0;
+        let err = Table::each_streamed(&schema, stream(vec![Ok(b.clone()), Ok(null)]), |_| {
+            n += 1;
+            Ok(())
+        })
+        .err()
+        .unwrap();
+        assert_eq!((err.to_string(), n), ("row 4: t_ns: null (every record needs its time)".into(), 3));
+        let failing = stream(vec![Ok(b.clone()), Err(Error::value("", "disk gone"))]);
+        let err = Table::each_streamed(&schema, failing, |_| Ok(())).err().unwrap();
+        assert_eq!(err.to_string(), "disk gone");
+        // A replay that fails stops an endless stream's reader.
+        let endless = move || Some(Ok(b.clone()));
+        let err = Table::each_streamed(&schema, endless, |_| Err(Error::value("", "stop"))).err().unwrap();
+        assert_eq!(err.to_string(), "stop");
     }
 
     #[test]
