@@ -21,7 +21,7 @@ use crate::clock::StopSignal;
 use crate::correlator::{CorrelatorOptions, EventCorrelator, KeyFuncs};
 use crate::error::{Error, Result};
 use crate::event::{make_event_around, Event, EventSource, EventType, ObjectReference, UuidSource};
-use crate::sink::{record_event, Abandoned, ClockSleeper, EventSink, Next, RetryPolicy, Written};
+use crate::sink::{record_event, Abandoned, ClockSleeper, EventSink, Next, RetryPolicy, SinkCalls, Written};
 use crate::sync::lock;
 use crate::time::Time;
 use crate::watch::{Activity, Broadcaster, FullChannel, Lane, Stopped};
@@ -61,8 +61,7 @@ struct DeliveryCounters {
     aggregated: AtomicU64,
     deduplicated: AtomicU64,
     skipped: AtomicU64,
-    created: AtomicU64,
-    patched: AtomicU64,
+    writes: SinkCalls,
     retries: AtomicU64,
     abandoned: AtomicU64,
     handler_errors: AtomicU64,
@@ -86,8 +85,11 @@ pub struct BroadcasterStats {
     pub aggregated: u64,
     pub deduplicated: u64,
     pub skipped: u64,
+    /// Sink calls that succeeded, and that failed, by verb.
     pub created: u64,
     pub patched: u64,
+    pub create_errors: u64,
+    pub patch_errors: u64,
     pub retries: u64,
     pub abandoned: u64,
     pub handler_errors: u64,
@@ -366,8 +368,10 @@ impl EventBroadcaster {
             aggregated: c.aggregated.load(Ordering::Relaxed),
             deduplicated: c.deduplicated.load(Ordering::Relaxed),
             skipped: c.skipped.load(Ordering::Relaxed),
-            created: c.created.load(Ordering::Relaxed),
-            patched: c.patched.load(Ordering::Relaxed),
+            created: c.writes.get(Written::Created, true),
+            patched: c.writes.get(Written::Patched, true),
+            create_errors: c.writes.get(Written::Created, false),
+            patch_errors: c.writes.get(Written::Patched, false),
             retries: c.retries.load(Ordering::Relaxed),
             abandoned: c.abandoned.load(Ordering::Relaxed),
             handler_errors: c.handler_errors.load(Ordering::Relaxed) + c.correlation_errors.load(Ordering::Relaxed),
@@ -769,14 +773,8 @@ impl Writer {
     /// One try of a job's write, counted; a failure is abandoned (and reported) or retried later.
     fn write(&self, job: &mut Job, rng: &mut SmallRng) -> WriteOutcome {
         let c = &self.shared.counters;
-        let err = match record_event(&*self.sink, Arc::make_mut(&mut job.event), &job.patch) {
-            Ok((answer, written)) => {
-                match written {
-                    Written::Created => c.created.fetch_add(1, Ordering::Relaxed),
-                    Written::Patched => c.patched.fetch_add(1, Ordering::Relaxed),
-                };
-                return WriteOutcome::Written(answer);
-            }
+        let err = match record_event(&*self.sink, Arc::make_mut(&mut job.event), &job.patch, &c.writes) {
+            Ok((answer, _)) => return WriteOutcome::Written(answer),
             Err(e) => e,
         };
         let policy = &self.shared.options.retry;

@@ -101,8 +101,12 @@ pub fn api_version(group: &str, version: &str) -> String {
 
 /// Adds (or replaces) a kind, so that objects of that kind without an `apiVersion` get `api_version`.
 /// Registered kinds take precedence over the built-in table.
-pub fn register_kind(kind: &str, api_version: &str) {
+pub fn register_kind(kind: &str, api_version: &str) -> Result<()> {
+    if kind.is_empty() || api_version.is_empty() {
+        return Err(Error::value("register_kind", "kind and api_version must not be empty"));
+    }
     registry().write().unwrap_or_else(|p| p.into_inner()).insert(kind.to_owned(), api_version.to_owned());
+    Ok(())
 }
 
 fn builtin(kind: &str) -> Option<&'static (&'static str, &'static str, &'static str)> {
@@ -272,7 +276,11 @@ mod tests {
 
     #[test]
     fn registered_kinds_win() {
-        register_kind("Gadget", "example.com/v1alpha1");
+        register_kind("Gadget", "example.com/v1alpha1").unwrap();
+        assert_eq!(
+            register_kind("", "v1").unwrap_err().to_string(),
+            "register_kind: kind and api_version must not be empty"
+        );
         assert_eq!(api_version_of_kind("Gadget").as_deref(), Some("example.com/v1alpha1"));
         assert_eq!(kind_of_model_class("V1alpha1Gadget"), Some(("Gadget".into(), "example.com/v1alpha1".into())));
     }

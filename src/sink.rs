@@ -7,6 +7,7 @@
 use crate::sync::lock;
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rand::Rng;
@@ -250,30 +251,56 @@ pub trait EventSink: Send + Sync {
     }
 }
 
-/// What one `record_event` attempt did.
+/// What one `record_event` attempt did; also the verb of a sink call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Written {
     Created,
     Patched,
 }
 
+/// Sink calls by verb and result (`kubevents_sink_writes_total{verb,result}`): a patch that finds no event
+/// and the create that follows are two calls.
+#[derive(Debug, Default)]
+pub struct SinkCalls([AtomicU64; 4]);
+
+impl SinkCalls {
+    fn slot(verb: Written, ok: bool) -> usize {
+        (verb as usize) * 2 + usize::from(!ok)
+    }
+
+    pub fn count(&self, verb: Written, ok: bool) {
+        self.0[Self::slot(verb, ok)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn get(&self, verb: Written, ok: bool) -> u64 {
+        self.0[Self::slot(verb, ok)].load(Ordering::Relaxed)
+    }
+
+    /// Counts the call `verb` that answered `result`, and returns the answer.
+    pub fn counted<T>(&self, verb: Written, result: Result<T, WriteError>) -> Result<T, WriteError> {
+        self.count(verb, result.is_ok());
+        result
+    }
+}
+
 /// `recordEvent`: a patch for a repeat (`count > 1`), a create otherwise or when the patch finds no event
 /// (with `resourceVersion` cleared). Returns the server's event, to be passed to `update_state`; None when
-/// the sink left it in `event`.
+/// the sink left it in `event`. Each sink call is counted in `calls`.
 pub fn record_event(
     sink: &dyn EventSink,
     event: &mut Event,
     patch: &[u8],
+    calls: &SinkCalls,
 ) -> Result<(Option<Event>, Written), WriteError> {
     if event.count > 1 {
-        match sink.patch_in_place(event, patch) {
+        match calls.counted(Written::Patched, sink.patch_in_place(event, patch)) {
             Ok(answer) => return Ok((answer, Written::Patched)),
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e),
         }
     }
     event.metadata.resource_version.clear();
-    sink.create_in_place(event).map(|answer| (answer, Written::Created))
+    calls.counted(Written::Created, sink.create_in_place(event)).map(|answer| (answer, Written::Created))
 }
 
 /// One event on its way through the retry loop: the tries made so far, and its API's jitter.
@@ -353,7 +380,8 @@ pub fn record_to_sink(
     sleeper: &ClockSleeper,
     rng: &mut impl Rng,
 ) -> (Result<Written, Abandoned>, u32) {
-    let (result, tries) = with_retries(policy, sleeper, rng, || record_event(sink, &mut event, patch));
+    let calls = SinkCalls::default();
+    let (result, tries) = with_retries(policy, sleeper, rng, || record_event(sink, &mut event, patch, &calls));
     let result = result.map(|(answer, written)| {
         lock(correlator).update_state(answer.as_ref().unwrap_or(&event));
         written
@@ -501,6 +529,23 @@ mod tests {
         let (result, tries) = run(&sink, Event { count: 3, ..Default::default() }, false);
         assert!(matches!(result, Err(Abandoned::GaveUp(_))));
         assert_eq!((tries, sink.attempts.load(Ordering::SeqCst)), (1, 0));
+    }
+
+    #[test]
+    fn record_event_counts_each_sink_call_by_verb_and_result() {
+        let calls = SinkCalls::default();
+        let all = |c: &SinkCalls| {
+            [(Written::Created, true), (Written::Created, false), (Written::Patched, true), (Written::Patched, false)]
+                .map(|(v, ok)| c.get(v, ok))
+        };
+        // A repeat whose patch finds nothing: a failed patch, then a create.
+        let sink = Failing::new(WriteError::retry("x"), 0);
+        let mut repeat = Event { count: 2, ..Default::default() };
+        assert!(record_event(&sink, &mut repeat, b"{}", &calls).is_ok());
+        assert_eq!(all(&calls), [1, 0, 0, 1]);
+        let failing = Failing::new(WriteError::status(503, "unavailable"), 1);
+        assert!(record_event(&failing, &mut Event::default(), b"{}", &calls).is_err());
+        assert_eq!(all(&calls), [1, 1, 0, 1]);
     }
 
     // client-go's TestCancelEvent: once shut down, one try.

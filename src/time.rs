@@ -25,7 +25,9 @@ pub fn nanos_from_secs_f64(secs: f64) -> Option<i64> {
 /// A duration option in nanoseconds, checked: at least 0, or more than 0 when `positive`.
 pub fn check_duration(ns: i64, what: &str, positive: bool) -> Result<i64, crate::error::Error> {
     if ns < 0 || (positive && ns == 0) {
-        return Err(crate::error::Error::Option(format!("{what} must be {} 0", if positive { ">" } else { ">=" })));
+        let bound = if positive { ">" } else { ">=" };
+        let secs = ns as f64 / NANOS_PER_SECOND as f64;
+        return Err(crate::error::Error::Option(format!("{what} must be {bound} 0 seconds, got {secs}")));
     }
     Ok(ns)
 }
@@ -277,8 +279,14 @@ mod tests {
     #[test]
     fn durations_are_checked() {
         assert_eq!(check_duration(0, "timeout", false).unwrap(), 0);
-        assert_eq!(check_duration(0, "relist_period", true).unwrap_err().to_string(), "relist_period must be > 0");
-        assert_eq!(check_duration(-1, "timeout", false).unwrap_err().to_string(), "timeout must be >= 0");
+        assert_eq!(
+            check_duration(0, "relist_period", true).unwrap_err().to_string(),
+            "relist_period must be > 0 seconds, got 0"
+        );
+        assert_eq!(
+            check_duration(-1, "timeout", false).unwrap_err().to_string(),
+            "timeout must be >= 0 seconds, got -0.000000001"
+        );
     }
 
     #[test]

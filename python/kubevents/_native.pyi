@@ -253,6 +253,8 @@ class _Stats(TypedDict):
     skipped: int
     created: int
     patched: int
+    create_errors: int
+    patch_errors: int
     retries: int
     abandoned: int
     handler_errors: int
@@ -326,6 +328,9 @@ class Broadcaster:
 
     ``catch_up_wait`` (seconds, default 0.005) is how long a recorder call may wait, without the GIL, for fast
     watchers whose queue it left more than half full; 0 never waits, and full queues drop as in client-go.
+
+    ``name`` labels its metrics (``kubevents.metrics``); by default ``Broadcaster-<n>``, n counting the
+    unnamed broadcasters made in this process.
     """
 
     def __new__(
@@ -345,7 +350,11 @@ class Broadcaster:
         message_func: Callable[[_Event], str] | None = None,
         spam_key_func: Callable[[_Event], str] | None = None,
         catch_up_wait: _DurationLike | None = None,
+        name: str | None = None,
     ) -> Self: ...
+    @property
+    def name(self) -> str:
+        """The name that labels this broadcaster's metrics (``kubevents.metrics``)."""
     def new_recorder(self, component: str, host: str | None = None) -> Recorder:
         """A recorder whose events have source ``component`` (and ``host``)."""
     def start_recording_to_sink(self, sink: _Sink, *, workers: int = 1) -> Watcher:
@@ -444,14 +453,20 @@ class _EventsV1Stats(TypedDict):
     shutdown_writes: int
     writes_ok: int
     write_errors: int
+    sink_creates: int
+    sink_create_errors: int
+    sink_patches: int
+    sink_patch_errors: int
     retries: int
     abandoned: int
     finish_rounds: int
     refresh_rounds: int
     pending_retries: int
     cache_len: int
+    received: int
     queued: int
     dropped: int
+    dropped_after_shutdown: int
     truncated_notes: int
     last_error: str | None
 
@@ -679,6 +694,14 @@ class EventChannel:
     def _on_ready(self, callback: Callable[[], object]) -> None:
         """Calls ``callback()`` once when an event is buffered or the channel closes."""
 
+class _Histogram(TypedDict):
+    """Cumulative counts per upper bound (seconds; Prometheus' default buckets), the count (``+Inf``) and the
+    sum in seconds."""
+
+    buckets: list[tuple[float, int]]
+    count: int
+    sum: float
+
 class _PlegStats(TypedDict):
     relists: int
     relist_failures: int
@@ -697,6 +720,9 @@ class _PlegStats(TypedDict):
     relist_requests_dropped: int
     running_pods: int
     running_containers: dict[str, int]
+    relist_duration_seconds: _Histogram
+    relist_interval_seconds: _Histogram
+    last_seen: float | None
 
 @final
 class GenericPLEG:
@@ -780,7 +806,8 @@ class GenericPLEG:
         """The last error of a relist run by the loop."""
     def stats(self) -> _PlegStats:
         """Counters: relists, durations on the clock (seconds), events sent and dropped, inspections,
-        on-demand pod relists and relist requests."""
+        on-demand pod relists and relist requests; the kubelet's relist duration and interval histograms and
+        ``last_seen`` (the last successful relist's start, epoch seconds)."""
     def _exit_flush(self, timeout: float) -> tuple[str, int]: ...
 
 class _EventedStats(TypedDict):
@@ -789,8 +816,10 @@ class _EventedStats(TypedDict):
     events_rejected: int
     events_sent: int
     stream_failures: int
+    stream_connections: int
     fell_back: bool
     running_pods: int
+    connection_latency_seconds: _Histogram
 
 @final
 class EventedPLEG:
@@ -838,8 +867,9 @@ class EventedPLEG:
     def last_error(self) -> str | None:
         """The last stream error."""
     def stats(self) -> _EventedStats:
-        """Counters: events received, ignored, rejected, sent; stream failures; whether it fell back; the
-        running-pod count moved by each event's sandbox state (``kubelet_running_pods``)."""
+        """Counters: events received, ignored, rejected, sent; stream failures and connections; whether it fell
+        back; the running-pod count moved by each event's sandbox state (``kubelet_running_pods``); the
+        histogram of event latencies (from ``created_at``)."""
     def _exit_flush(self, timeout: float) -> tuple[str, int]: ...
 
 # --- Tuning lab ---------------------------------------------------------------------------------------------
@@ -893,3 +923,13 @@ def _close_gate(timeout: float) -> int:
 
 def _after_fork_in_child() -> None:
     """Fork hook: the objects made before the fork refuse to be used in the child."""
+
+__all__ += ["_live_components"]
+
+class _LiveComponent(TypedDict):
+    kind: Literal["Broadcaster", "GenericPLEG", "EventedPLEG"]
+    name: str
+    stats: dict[str, Any]
+
+def _live_components() -> list[_LiveComponent]:
+    """The live broadcasters and PLEGs with their counters now, for ``kubevents.metrics``."""

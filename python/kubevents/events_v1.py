@@ -50,11 +50,13 @@ Where kubevents deliberately differs from client-go (released 1.36-level ``tools
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import socket
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -196,6 +198,11 @@ class _Watcher:
         return len(self._events)
 
 
+# The live broadcasters, for kubevents.metrics (a broadcaster collected by the GC leaves by itself).
+_live: weakref.WeakSet[EventsBroadcaster] = weakref.WeakSet()
+_unnamed = itertools.count(1)
+
+
 class EventsBroadcaster:
     """client-go's ``tools/events`` ``EventBroadcaster`` writing to ``sink``.
 
@@ -211,6 +218,9 @@ class EventsBroadcaster:
 
     A broadcaster that is recording or has watchers and is not shut down is flushed at exit (see
     ``kubevents.set_exit_timeout``). One created before ``os.fork()`` raises ``RuntimeError`` in the child.
+
+    ``name`` labels its metrics (``kubevents.metrics``); by default ``EventsBroadcaster-<n>``, n counting the
+    unnamed ones made in this process.
     """
 
     def __init__(
@@ -221,16 +231,28 @@ class EventsBroadcaster:
         sleep_duration: float = 10.0,
         max_tries: int = 12,
         cache_size: int = DEFAULT_EVENTS_V1_CACHE_SIZE,
+        name: str | None = None,
     ) -> None:
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name: expected str, got {type(name).__name__}")
         self._engine = EventsV1Engine(
             sink, clock=clock, sleep_duration=sleep_duration, max_tries=max_tries, cache_size=cache_size
         )
+        if name is None:
+            name = f"EventsBroadcaster-{next(_unnamed)}"
+        self._name = name
         self._lock = threading.Lock()
         self._watchers: list[_Watcher] = []
         # Watchers closed by shutdown: every caller of shutdown() waits for them.
         self._closed: list[_Watcher] = []
         self._stopped_watcher_drops = 0
         self._stopped = False
+        _live.add(self)
+
+    @property
+    def name(self) -> str:
+        """The name that labels this broadcaster's metrics (``kubevents.metrics``)."""
+        return self._name
 
     def new_recorder(self, reporting_controller: str, reporting_instance: str | None = None) -> EventsRecorder:
         """A recorder for ``reporting_controller``; the instance defaults to ``<controller>-<hostname>``."""
@@ -378,9 +400,11 @@ class EventsBroadcaster:
         await self.aclose()
 
     def stats(self) -> dict[str, Any]:
-        """Counters: series decisions, sink writes and errors, retries, drops (``dropped`` of the engine's
-        queue, ``dropped_watchers`` of the watchers' queues), truncated notes, cache size. Never waits for a
-        sink call: the engine's counters are as of its last write."""
+        """Counters: events received, series decisions, sink writes and errors (also by verb:
+        ``sink_creates``, ``sink_patches`` and their ``_errors``), retries, drops (``dropped`` of the engine's
+        queue, ``dropped_after_shutdown`` the part dropped while stopping, ``dropped_watchers`` of the
+        watchers' queues), truncated notes, cache size. Never waits for a sink call: the engine's counters are
+        as of its last write."""
         out: dict[str, Any] = dict(self._engine.stats())
         with self._lock:
             out["dropped_watchers"] = self._stopped_watcher_drops + sum(w.dropped for w in self._watchers)

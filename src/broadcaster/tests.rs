@@ -181,9 +181,10 @@ fn retries_sleep_on_the_fake_clock_and_abandon_after_max_tries() {
         clock.step(10_000_000_000);
         assert!(b.wait_idle(Some(Duration::from_secs(10))));
     }
-    // A: 3 failed tries, abandoned; B: one more failure, then created.
+    // A: 3 failed tries, abandoned; B: one more failure, then created. Every failed try is a failed create.
     let s = b.stats();
     assert_eq!((s.abandoned, s.created, s.retries), (1, 1, 3));
+    assert_eq!((s.create_errors, s.patched, s.patch_errors), (4, 0, 0));
     assert_eq!(lock(&sink.writes)[0].1.reason, "B");
     assert!(b.shutdown(None));
 }
@@ -338,7 +339,8 @@ fn stats_serialize_as_python_lists_them() {
         concat!(
             r#"{"received":5,"dropped_incoming":0,"dropped_after_shutdown":1,"#,
             r#""dropped_watchers":{"sink-2":3,"logging-10":0},"aggregated":0,"deduplicated":0,"skipped":0,"#,
-            r#""created":0,"patched":0,"retries":0,"abandoned":0,"handler_errors":0,"recorder_waits":0,"pending":2}"#
+            r#""created":0,"patched":0,"create_errors":0,"patch_errors":0,"retries":0,"abandoned":0,"#,
+            r#""handler_errors":0,"recorder_waits":0,"pending":2}"#
         )
     );
 }

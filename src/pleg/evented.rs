@@ -12,6 +12,7 @@ use super::generic::{is_abort, GenericPleg, RelistDuration, Runtime, SetOnDrop, 
 use super::pod::{PodLifecycleEvent, PodLifecycleEventType, StatusView};
 use crate::clock::StopSignal;
 use crate::error::Error;
+use crate::metrics::{Histogram, HistogramSnapshot};
 use crate::sync::lock;
 use crate::time::{Time, NANOS_PER_SECOND};
 
@@ -94,9 +95,15 @@ pub struct EventedStats {
     pub events_rejected: u64,
     pub events_sent: u64,
     pub stream_failures: u64,
+    /// Streams that delivered an event (`kubelet_evented_pleg_connection_success_count`; the kubelet counts
+    /// a stream when the runtime accepts it, which a source here shows by its first event).
+    pub stream_connections: u64,
     pub fell_back: bool,
     /// `kubelet_running_pods` as the evented path keeps it: moved by each event's sandbox state.
     pub running_pods: i64,
+    /// `kubelet_evented_pleg_connection_latency_seconds`: from each event's `created_at` to its processing, on
+    /// the clock (events without a pod UID are not observed).
+    pub connection_latency_seconds: HistogramSnapshot,
 }
 
 #[derive(Default)]
@@ -106,8 +113,10 @@ struct EventedCounters {
     rejected: AtomicU64,
     sent: AtomicU64,
     failures: AtomicU64,
+    connections: AtomicU64,
     fell_back: AtomicU64,
     running_pods: AtomicI64,
+    latency: Histogram,
 }
 
 pub struct EventedPleg<R: Runtime> {
@@ -166,8 +175,10 @@ impl<R: Runtime> EventedPleg<R> {
             events_rejected: g(&c.rejected),
             events_sent: g(&c.sent),
             stream_failures: g(&c.failures),
+            stream_connections: g(&c.connections),
             fell_back: c.fell_back.load(Ordering::Acquire) > 0,
             running_pods: c.running_pods.load(Ordering::Relaxed),
+            connection_latency_seconds: c.latency.snapshot(),
         }
     }
 
@@ -198,6 +209,10 @@ impl<R: Runtime> EventedPleg<R> {
             self.counters.ignored.fetch_add(1, Ordering::Relaxed);
             return 0;
         };
+        // As the kubelet: every event with sandbox metadata, whatever the cache makes of it.
+        if let Ok(now) = self.generic.clock().now() {
+            self.counters.latency.observe_nanos(now.since(ev.created_at));
+        }
         let status = self.generic.preserve_ips(&pid, ev.status);
         self.update_running_pods(&pid, &status);
         let send = if ev.kind == CriEventType::Deleted {
@@ -320,9 +335,13 @@ impl<R: Runtime> EventedPleg<R> {
                 self.fall_back();
                 return;
             }
+            let mut connected = false;
             let result = source.stream(&mut |ev| {
                 if stop.is_stopped() {
                     return false;
+                }
+                if !std::mem::replace(&mut connected, true) {
+                    self.counters.connections.fetch_add(1, Ordering::Relaxed);
                 }
                 self.process_event(ev);
                 true

@@ -21,6 +21,7 @@ use super::pod::{ContainerState, Pod, PodLifecycleEvent, PodLifecycleEventType, 
 use super::records::{PodRecord, PodRecords};
 use crate::clock::{Clock, StopSignal};
 use crate::error::Error;
+use crate::metrics::{Histogram, HistogramSnapshot};
 use crate::sync::lock;
 use crate::time::{Time, NANOS_PER_SECOND};
 
@@ -63,6 +64,15 @@ pub struct Abort(pub Error);
 impl Abort {
     pub fn into_error(self) -> Error {
         Error::External(Box::new(self))
+    }
+
+    /// The external error of type `T` that `e` carries, looked for through `Abort`s.
+    pub fn external<T: std::error::Error + 'static>(e: &Error) -> Option<&T> {
+        let Error::External(b) = e else { return None };
+        match b.downcast_ref::<Abort>() {
+            Some(a) => Self::external(&a.0),
+            None => b.downcast_ref::<T>(),
+        }
     }
 }
 
@@ -168,6 +178,9 @@ struct RelistCounters {
     relist_requests_skipped: AtomicU64,
     running_pods: AtomicU64,
     running_containers: [AtomicU64; 4],
+    /// `kubelet_pleg_relist_duration_seconds` and `kubelet_pleg_relist_interval_seconds`.
+    relist_duration: Histogram,
+    relist_interval: Histogram,
 }
 
 /// A snapshot of the counters. Durations are on the PLEG's clock, in nanoseconds (serialized as seconds, as
@@ -201,10 +214,25 @@ pub struct Stats {
     /// `kubelet_running_containers` by state (created, running, exited, unknown) in the last listing.
     #[serde(serialize_with = "by_state")]
     pub running_containers: [u64; 4],
+    /// The kubelet's histograms: each relist's duration, and the time from the previous successful relist's
+    /// start to each relist's start.
+    pub relist_duration_seconds: HistogramSnapshot,
+    pub relist_interval_seconds: HistogramSnapshot,
+    /// `kubelet_pleg_last_seen_seconds`: the last successful relist's start on the clock, in seconds since
+    /// the epoch (None before the first).
+    #[serde(rename = "last_seen", serialize_with = "seconds_opt")]
+    pub last_seen_ns: Option<i64>,
 }
 
 fn seconds<S: Serializer>(ns: &u64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(*ns as f64 / 1e9)
+}
+
+fn seconds_opt<S: Serializer>(ns: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+    match ns {
+        Some(ns) => s.serialize_some(&(*ns as f64 / 1e9)),
+        None => s.serialize_none(),
+    }
 }
 
 fn by_state<S: Serializer>(counts: &[u64; 4], s: S) -> Result<S::Ok, S::Error> {
@@ -583,6 +611,9 @@ impl<R: Runtime> GenericPleg<R> {
             relist_requests_queued: self.requests.len() as u64,
             running_pods: g(&c.running_pods),
             running_containers: std::array::from_fn(|i| g(&c.running_containers[i])),
+            relist_duration_seconds: c.relist_duration.snapshot(),
+            relist_interval_seconds: c.relist_interval.snapshot(),
+            last_seen_ns: self.relist_time().map(|t| t.0),
         }
     }
 
@@ -627,11 +658,15 @@ impl<R: Runtime> GenericPleg<R> {
         let mut st = self.lock_state()?;
         let _serving = Serving::enter(self.key());
         let timestamp = self.clock.now()?;
+        if let Some(last) = self.relist_time() {
+            self.counters.relist_interval.observe_nanos(timestamp.since(last));
+        }
         inc(&self.counters.relists);
         let result = self.relist_locked(&mut st, timestamp);
         let took = self.clock.now().map(|n| n.since(timestamp).max(0) as u64).unwrap_or(0);
         self.counters.relist_duration_last.store(took, Ordering::Relaxed);
         self.counters.relist_duration_total.fetch_add(took, Ordering::Relaxed);
+        self.counters.relist_duration.observe_nanos(took as i64);
         result
     }
 

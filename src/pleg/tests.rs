@@ -146,6 +146,28 @@ fn failed_listing_changes_nothing() {
 }
 
 #[test]
+fn relists_fill_the_kubelets_histograms_on_the_clock() {
+    let (fake, clock, pleg) = new_pleg(PlegOptions::default(), false);
+    fake.fail_list.store(true, Ordering::Relaxed);
+    assert!(pleg.relist().is_err());
+    // A failed relist is timed too, but starts no interval: the next one has no successful relist before it.
+    fake.fail_list.store(false, Ordering::Relaxed);
+    clock.step(S);
+    pleg.relist().unwrap();
+    for step in [2 * S, 30 * S] {
+        clock.step(step);
+        pleg.relist().unwrap();
+    }
+    let s = pleg.stats();
+    assert_eq!((s.relist_duration_seconds.count, s.relist_duration_seconds.cumulative[0]), (4, 4));
+    let interval = s.relist_interval_seconds;
+    // 2 s falls in the 2.5 bucket, 30 s in none but +Inf.
+    assert_eq!(interval.cumulative, vec![0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1]);
+    assert_eq!((interval.count, interval.sum_nanos), (2, 32 * S as u64));
+    assert_eq!(s.last_seen_ns, Some(33 * S));
+}
+
+#[test]
 fn failed_inspection_is_stored_and_retried() {
     let (fake, _, pleg) = new_pleg(PlegOptions::default(), false);
     *fake.pods.lock().unwrap() = vec![pod("a", &[("c", Running)])];
@@ -565,6 +587,10 @@ fn evented_mapping_and_stale_events() {
     );
     let s = evented.stats();
     assert_eq!((s.events_received, s.events_ignored, s.events_rejected, s.events_sent), (7, 1, 1, 6));
+    // Every event with a pod UID is timed, even those the cache turned down; created after the clock's now
+    // (these are), it counts as no time at all.
+    let latency = s.connection_latency_seconds;
+    assert_eq!((latency.count, latency.cumulative[0], latency.sum_nanos), (6, 6, 0));
 }
 
 #[test]
@@ -626,7 +652,11 @@ fn stats_serialize_as_python_gets_them() {
             r#""events_sent":2,"events_dropped":0,"inspections":1,"inspection_errors":0,"inspection_timeouts":0,"#,
             r#""reinspections":0,"pod_relists":0,"pod_relist_failures":0,"relist_requests_queued":0,"#,
             r#""relist_requests_skipped":0,"relist_requests_dropped":0,"running_pods":0,"#,
-            r#""running_containers":{"created":0,"running":1,"exited":1,"unknown":0}}"#
+            r#""running_containers":{"created":0,"running":1,"exited":1,"unknown":0},"#,
+            r#""relist_duration_seconds":{"buckets":[[0.005,1],[0.01,1],[0.025,1],[0.05,1],[0.1,1],[0.25,1],"#,
+            r#"[0.5,1],[1.0,1],[2.5,1],[5.0,1],[10.0,1]],"count":1,"sum":0.0},"#,
+            r#""relist_interval_seconds":{"buckets":[[0.005,0],[0.01,0],[0.025,0],[0.05,0],[0.1,0],[0.25,0],"#,
+            r#"[0.5,0],[1.0,0],[2.5,0],[5.0,0],[10.0,0]],"count":0,"sum":0.0},"last_seen":0.0}"#
         )
     );
 }

@@ -24,6 +24,7 @@ use crate::broadcaster::{
 };
 use crate::error::count_option;
 use crate::event::{Event, EventSource, EventType, ObjectReference};
+use crate::metrics::Registration;
 use crate::recorder::{Recorder, RecorderHub};
 use crate::sink::RetryPolicy;
 
@@ -69,6 +70,8 @@ struct BroadcasterBinding {
     /// `asyncio._get_running_loop`.
     running_loop: Py<PyAny>,
     guard: Guard,
+    /// Among the live components, for `kubevents.metrics`.
+    registration: Registration,
 }
 
 impl BroadcasterBinding {
@@ -107,7 +110,7 @@ impl PyBroadcaster {
     #[new]
     #[pyo3(signature = (*, clock=None, sleep_duration=None, max_tries=12, queue_length=1000, full_channel="drop",
                         lru_cache_size=4096, burst=25, qps=CorrelatorArgs::DEFAULT.qps, max_events=10, max_interval=600,
-                        key_func=None, message_func=None, spam_key_func=None, catch_up_wait=None))]
+                        key_func=None, message_func=None, spam_key_func=None, catch_up_wait=None, name=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -125,6 +128,7 @@ impl PyBroadcaster {
         message_func: Option<Py<PyAny>>,
         spam_key_func: Option<Py<PyAny>>,
         catch_up_wait: Option<&Bound<'_, PyAny>>,
+        name: Option<String>,
     ) -> PyResult<Self> {
         let correlator = CorrelatorArgs { lru_cache_size, burst, qps, max_events, max_interval }.options()?;
         let sleep_nanos = match sleep_duration {
@@ -144,18 +148,27 @@ impl PyBroadcaster {
             catch_up_wait,
         };
         let core = EventBroadcaster::new(options, Arc::new(PyReporter::new(py)?))?;
+        let hub = Arc::new(RecorderHub::new(core));
+        let registration = crate::metrics::register("Broadcaster", name, &hub, |h| h.broadcaster().stats());
         let shared = BroadcasterBinding {
-            hub: Arc::new(RecorderHub::new(core)),
+            hub,
             key_func,
             message_func,
             spam_key_func,
             turns: Arc::new(GilTurns::default()),
             running_loop: py.import(intern!(py, "asyncio"))?.getattr(intern!(py, "_get_running_loop"))?.unbind(),
             guard: Guard::new(py, "Broadcaster"),
+            registration,
         };
         // Checks the key functions now; every sink gets its own wrappers later.
         shared.key_funcs(py)?;
         Ok(PyBroadcaster { shared: Arc::new(shared) })
+    }
+
+    /// The name that labels this broadcaster's metrics (`kubevents.metrics`).
+    #[getter]
+    fn name(&self) -> &str {
+        self.shared.registration.name()
     }
 
     /// A recorder whose events have source `component` (and `host`).
@@ -258,7 +271,8 @@ impl PyBroadcaster {
     }
 
     /// Counters: received, dropped_incoming, dropped_after_shutdown, dropped_watchers (per watcher name),
-    /// aggregated, deduplicated, skipped (spam filter), created, patched, retries, abandoned, handler_errors,
+    /// aggregated, deduplicated, skipped (spam filter), created, patched, create_errors, patch_errors (sink
+    /// calls by verb and result), retries, abandoned, handler_errors,
     /// recorder_waits (recorder calls that waited for fast watchers to catch up), pending (deliveries queued
     /// or under way).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

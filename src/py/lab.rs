@@ -1,6 +1,6 @@
 //! `replay_grid`, the threaded sweep behind `kubevents.sweep`.
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pythonize::pythonize;
 
@@ -10,7 +10,7 @@ use super::errors::int_arg;
 use super::lifecycle;
 use super::sim::{window_from_py, Trace};
 use crate::correlator::CorrelatorOptions;
-use crate::sim::sweep::{sweep, SharedTrace, SweepProgress};
+use crate::sim::sweep::{sweep, workers_option, SharedTrace, SweepProgress};
 use crate::sim::Summary;
 
 /// The sweep on native threads with the GIL released; `on_result` and signal checks on the calling thread.
@@ -55,16 +55,12 @@ pub fn replay_grid<'py>(
     for (i, entry) in entries.enumerate() {
         options.push(CorrelatorArgs::from_grid(&entry?, i)?);
     }
-    let workers = match workers.filter(|w| !w.is_none()).map(|w| int_arg::<i64>(w, "workers")).transpose()? {
-        Some(w) if w < 1 => return Err(PyValueError::new_err(format!("workers must be >= 1, got {w}"))),
-        w => w.map(|w| w as usize),
-    };
+    let workers = workers_option(workers.filter(|w| !w.is_none()).map(|w| int_arg::<i64>(w, "workers")).transpose()?)?;
     if let Some(f) = &on_result {
         if !f.bind(py).is_callable() {
             return Err(PyTypeError::new_err("on_result must be callable"));
         }
     }
-    let workers = workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let summaries = match Trace::from_py(trace)? {
         Trace::Table(table) => run_sweep(py, &*table, &options, window_ns, workers, on_result.as_ref())?,
         other => {

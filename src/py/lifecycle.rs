@@ -1,18 +1,6 @@
-//! The interpreter's life as kubevents' threads see it: exit, fork and Ctrl-C.
-//!
-//! CPython ends a thread that takes the GIL once the interpreter is finalizing with `pthread_exit`. Its forced
-//! unwinding aborts the process as soon as it meets a Rust frame (`FATAL: exception not rethrown`, or a fatal
-//! error in `PyGILState_Release`). So every native thread takes the GIL through this gate, and so does every
-//! thread that gives it up inside kubevents: the exit hook (`kubevents._lifecycle`) first flushes what is
-//! live, then closes the gate and waits, without the GIL, for the threads inside to leave. A thread that
-//! meets the closed gate parks for good, as CPython's own daemon threads stop, and the process exits
-//! normally around it.
-//!
-//! `os.fork()` copies none of the parent's threads: the objects made before it know their fork generation
-//! and refuse to be used in the child.
+//! The interpreter's life as kubevents' threads see it: exit, fork and Ctrl-C, on the core's exit gate
+//! (`crate::gate`). The exit hook (`kubevents._lifecycle`) first flushes what is live, then closes the gate.
 
-use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyRuntimeError;
@@ -20,67 +8,22 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 use pyo3::{ffi, intern};
 
-static CLOSED: AtomicBool = AtomicBool::new(false);
-/// Threads attached through the gate, or about to attach again.
-static INSIDE: AtomicUsize = AtomicUsize::new(0);
-static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
-
-thread_local! {
-    /// This thread holds one of the `INSIDE` counts.
-    static COUNTED: Cell<bool> = const { Cell::new(false) };
-    /// This thread closed the gate: it runs the interpreter's finalization.
-    static CLOSER: Cell<bool> = const { Cell::new(false) };
-    /// This thread runs the closure of a `detach`.
-    static DETACHED: Cell<bool> = const { Cell::new(false) };
-}
-
-fn park_forever() -> ! {
-    loop {
-        std::thread::park();
-    }
-}
-
-/// Counts this thread in, unless the gate is closed to it.
-fn enter() -> bool {
-    INSIDE.fetch_add(1, SeqCst);
-    if CLOSED.load(SeqCst) && !CLOSER.get() {
-        INSIDE.fetch_sub(1, SeqCst);
-        return false;
-    }
-    true
-}
-
-fn leave() {
-    INSIDE.fetch_sub(1, SeqCst);
-}
-
-struct Counted;
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        COUNTED.set(false);
-        leave();
-    }
-}
+use crate::gate::{self, park_forever, Step};
 
 /// `Python::attach` for a thread of kubevents' own. Once the gate is closed the thread parks instead and
 /// never returns; a thread that is attached already (a Python thread, or a nested call) goes straight in.
 pub fn attach<R>(f: impl FnOnce(Python<'_>) -> R) -> R {
     // SAFETY: callable without the GIL and before or after initialization.
-    if COUNTED.get() || unsafe { ffi::PyGILState_Check() } == 1 {
+    if gate::has_pass() || unsafe { ffi::PyGILState_Check() } == 1 {
         return Python::attach(f);
     }
-    if !enter() {
-        park_forever();
-    }
+    let Some(pass) = gate::enter_thread() else { park_forever() };
     // SAFETY: sets a thread-local flag.
     unsafe { kubevents_mark_own_thread() };
-    COUNTED.set(true);
-    let counted = Counted;
     match Python::try_attach(f) {
         Some(r) => r,
         None => {
-            drop(counted);
+            drop(pass);
             park_forever()
         }
     }
@@ -89,47 +32,10 @@ pub fn attach<R>(f: impl FnOnce(Python<'_>) -> R) -> R {
 /// `py.detach(f)`, attaching again only while the gate is open: a thread that finds it closed on its way
 /// back parks, unless it is the one finalizing the interpreter.
 pub fn detach<R: Send>(py: Python<'_>, f: impl Send + FnOnce() -> R) -> R {
-    let counted = COUNTED.get();
-    if counted {
-        COUNTED.set(false);
-        leave();
-    }
-    let r = py.detach(|| {
-        let was_detached = DETACHED.replace(true);
-        let r = f();
-        DETACHED.set(was_detached);
-        if !enter() {
-            park_forever();
-        }
-        r
-    });
-    if counted {
-        COUNTED.set(true);
-    } else {
-        leave();
-    }
+    let step = Step::out();
+    let r = py.detach(|| step.run(f));
+    step.back_in();
     r
-}
-
-/// The current fork generation, for an object to remember at its creation.
-pub fn generation() -> u64 {
-    FORK_GENERATION.load(SeqCst)
-}
-
-/// Inherited through `os.fork()`: made in the parent, before the fork.
-pub fn is_forked(made_in: u64) -> bool {
-    made_in != FORK_GENERATION.load(SeqCst)
-}
-
-/// A `RuntimeError` for an object of kind `what` used in a child process it was inherited into.
-pub fn check_not_forked(made_in: u64, what: &str) -> PyResult<()> {
-    if is_forked(made_in) {
-        return Err(PyRuntimeError::new_err(format!(
-            "this {what} was created before os.fork(): its threads do not exist in the child process; create a \
-             new {what} after the fork"
-        )));
-    }
-    Ok(())
 }
 
 extern "C" {
@@ -192,7 +98,7 @@ pub fn wait_until(
 /// handlers as `wait_until` does between slices, so Ctrl-C raises `KeyboardInterrupt`. Does nothing on a
 /// thread that is not inside `detach` (a native thread, which never runs them).
 pub fn check_signals() -> PyResult<()> {
-    if !DETACHED.get() {
+    if !gate::is_outside() {
         return Ok(());
     }
     attach(|py| py.check_signals())
@@ -218,25 +124,16 @@ pub fn refuse_on_sink_loop(py: Python<'_>, loops: &Bound<'_, PyList>, what: &str
 /// Returns how many are still inside (in a Python call that has not returned). Called by the exit hook.
 #[pyfunction]
 pub fn _close_gate(py: Python<'_>, timeout: f64) -> usize {
-    CLOSER.set(true);
-    CLOSED.store(true, SeqCst);
     // SAFETY: installs a SIGABRT handler that is async-signal-safe (guard.c).
     unsafe { kubevents_contain_aborts() };
-    let deadline = Instant::now() + Duration::try_from_secs_f64(timeout).unwrap_or_default();
-    py.detach(|| {
-        while INSIDE.load(SeqCst) > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        INSIDE.load(SeqCst)
-    })
+    let timeout = Duration::try_from_secs_f64(timeout).unwrap_or_default();
+    py.detach(|| gate::close(timeout))
 }
 
-/// Runs in the child after `os.fork()`: none of the parent's threads came along.
+/// Runs in the child after `os.fork()`.
 #[pyfunction]
 pub fn _after_fork_in_child() {
-    INSIDE.store(0, SeqCst);
-    CLOSED.store(false, SeqCst);
-    FORK_GENERATION.fetch_add(1, SeqCst);
+    gate::after_fork();
 }
 
 /// Tells the exit hook about `obj`, whose `_exit_flush(timeout)` delivers what it holds at exit.

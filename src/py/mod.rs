@@ -64,5 +64,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Exit and fork (kubevents._lifecycle).
     m.add_function(wrap_pyfunction!(lifecycle::_close_gate, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_after_fork_in_child, m)?)?;
+    // Metrics (kubevents.metrics).
+    m.add_function(wrap_pyfunction!(_live_components, m)?)?;
     Ok(())
+}
+
+/// The live broadcasters and PLEGs, each as `{"kind", "name", "stats"}`, for `kubevents.metrics`.
+#[pyfunction]
+fn _live_components(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    let live = lifecycle::detach(py, crate::metrics::live);
+    Ok(pythonize::pythonize(py, &live)?)
 }

@@ -158,10 +158,7 @@ pub fn reference_of(obj: &Bound<'_, PyAny>, field_path: Option<&str>) -> PyResul
 #[pyfunction]
 #[pyo3(signature = (kind, api_version, *, cls=None))]
 pub fn register_kind(py: Python<'_>, kind: &str, api_version: &str, cls: Option<&Bound<'_, PyType>>) -> PyResult<()> {
-    if kind.is_empty() || api_version.is_empty() {
-        return Err(PyValueError::new_err("register_kind: kind and api_version must not be empty"));
-    }
-    core_register_kind(kind, api_version);
+    core_register_kind(kind, api_version)?;
     if let Some(cls) = cls {
         registered_types(py).set_item(cls, (kind, api_version))?;
     }

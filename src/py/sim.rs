@@ -1,8 +1,7 @@
 //! `kubevents.simulate` and `Simulation`, and traces from Python (a path or an iterable of record dicts).
 
-use crate::sync::lock;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::Arc;
 
 use arrow_array::RecordBatchReader;
 use pyo3::exceptions::{PyImportError, PyTypeError, PyValueError};
@@ -11,14 +10,14 @@ use pyo3::types::{PyIterator, PyList, PyString};
 use pythonize::pythonize;
 
 use super::arrow::{arrow_error, is_table, stream_from_py, table_from_py, PyArrowTable};
-use super::clock::to_duration;
+use super::clock::seconds_arg;
 use super::convert::{record_from_py, type_name};
 use super::correlator::{key_funcs_from_py, CorrelatorArgs};
 use super::errors::{external, int_arg, int_opt};
 use super::lifecycle;
 use crate::correlator::CorrelatorOptions;
 use crate::sim::metrics::DEFAULT_WINDOW_NS;
-use crate::sim::records::{Decisions, Records, BATCH};
+use crate::sim::records::{Decisions, Records, SharedDecisions, BATCH};
 use crate::sim::table::{rows_to_batch, Table};
 use crate::sim::{Record, Report, Simulator};
 
@@ -86,12 +85,7 @@ fn next_batch(
 
 /// A metrics window in seconds or a timedelta, as nanoseconds (> 0).
 pub fn window_from_py(window: Option<&Bound<'_, PyAny>>) -> PyResult<i64> {
-    let Some(window) = window else { return Ok(DEFAULT_WINDOW_NS) };
-    let ns = to_duration(window, "window")?;
-    if ns <= 0 {
-        return Err(PyValueError::new_err(format!("window must be > 0 seconds, got {}", window.str()?)));
-    }
-    Ok(ns)
+    window.map_or(Ok(DEFAULT_WINDOW_NS), |w| seconds_arg(w, "window", true))
 }
 
 type PyKeyFuncs = (Option<Py<PyAny>>, Option<Py<PyAny>>, Option<Py<PyAny>>);
@@ -130,17 +124,13 @@ impl PySimulation {
         py: Python<'py>,
         #[pyo3(from_py_with = int_opt::n)] n: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let objects = self.report.objects.as_ref().ok_or_else(|| {
-            PyTypeError::new_err("per-object totals were not kept: call simulate(..., per_object=True)")
-        })?;
-        Ok(pythonize(py, &objects[..n.min(objects.len())])?)
+        Ok(pythonize(py, self.report.top_objects(n)?)?)
     }
 
     /// The metrics of the replay (see `kubevents.Simulation`); needs `metrics=True`.
     #[getter]
     fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let m = self.report.metrics.as_ref().ok_or_else(not_collected)?;
-        Ok(pythonize(py, m)?)
+        Ok(pythonize(py, self.report.metrics()?)?)
     }
 
     /// The metrics of each object, most API writes first (`n` of them, or all); needs `metrics=True` and
@@ -148,11 +138,7 @@ impl PySimulation {
     #[pyo3(signature = (n=None))]
     fn object_metrics<'py>(&self, py: Python<'py>, n: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
         let n = n.filter(|n| !n.is_none()).map(|n| int_arg::<usize>(n, "n")).transpose()?;
-        self.report.metrics.as_ref().ok_or_else(not_collected)?;
-        let objects = self.report.object_metrics.as_ref().ok_or_else(|| {
-            PyTypeError::new_err("per-object metrics were not kept: call simulate(..., metrics=True, per_object=True)")
-        })?;
-        Ok(pythonize(py, &objects[..n.unwrap_or(usize::MAX).min(objects.len())])?)
+        Ok(pythonize(py, self.report.object_metrics(n)?)?)
     }
 
     /// The metrics as a pandas DataFrame: one row for the whole replay, or with `objects=True` one row per
@@ -174,16 +160,10 @@ impl PySimulation {
     /// replay, or with `objects=True` one row per object (as `object_metrics()`), typed columns built in Rust.
     #[pyo3(signature = (objects=false))]
     fn to_arrow(&self, objects: bool) -> PyResult<PyArrowTable> {
-        let m = self.report.metrics.as_ref().ok_or_else(not_collected)?;
         let batch = if objects {
-            let rows = self.report.object_metrics.as_ref().ok_or_else(|| {
-                PyTypeError::new_err(
-                    "per-object metrics were not kept: call simulate(..., metrics=True, per_object=True)",
-                )
-            })?;
-            rows_to_batch(rows)?
+            rows_to_batch(self.report.object_metrics(None)?)?
         } else {
-            rows_to_batch(std::slice::from_ref(m))?
+            rows_to_batch(std::slice::from_ref(self.report.metrics()?))?
         };
         Ok(PyArrowTable::new(batch.schema(), vec![batch]))
     }
@@ -198,7 +178,7 @@ impl PySimulation {
             ));
         }
         let sim = new_simulator(py, self.options, &self.funcs, false)?;
-        Ok(PyDecisions { inner: Mutex::new(Decisions::new(sim, self.trace.records(py)?)) })
+        Ok(PyDecisions { inner: SharedDecisions::new(Decisions::new(sim, self.trace.records(py)?)) })
     }
 
     fn __repr__(&self) -> String {
@@ -210,14 +190,10 @@ impl PySimulation {
     }
 }
 
-fn not_collected() -> PyErr {
-    PyTypeError::new_err("metrics were not collected: call simulate(..., metrics=True)")
-}
-
 /// Iterator over the decisions of a replay, computed in batches with the GIL released.
 #[pyclass(module = "kubevents", name = "Decisions", frozen)]
 pub struct PyDecisions {
-    inner: Mutex<Decisions>,
+    inner: SharedDecisions,
 }
 
 #[pymethods]
@@ -227,15 +203,10 @@ impl PyDecisions {
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        // A decision computed already comes without giving up the GIL; the lock is only tried with it held.
-        let ready = match self.inner.try_lock() {
-            Ok(mut d) => d.next_ready(),
-            Err(TryLockError::Poisoned(p)) => p.into_inner().next_ready(),
-            Err(TryLockError::WouldBlock) => None,
-        };
-        let next = match ready {
+        // A decision computed already comes without giving up the GIL.
+        let next = match self.inner.ready() {
             Some(d) => Some(Ok(d)),
-            None => lifecycle::detach(py, || lock(&self.inner).next()),
+            None => lifecycle::detach(py, || self.inner.next()),
         };
         match next {
             None => Ok(None),
@@ -252,7 +223,7 @@ impl PyDecisions {
         py: Python<'py>,
         requested_schema: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, pyo3::types::PyCapsule>> {
-        let columns = lifecycle::detach(py, || lock(&self.inner).drain_columns())?;
+        let columns = lifecycle::detach(py, || self.inner.drain_columns())?;
         let batch = columns.finish();
         PyArrowTable::new(batch.schema(), vec![batch]).__arrow_c_stream__(py, requested_schema)
     }
@@ -289,7 +260,7 @@ pub fn simulate(
         sim = sim.with_metrics(window_ns);
     }
     if is_table(trace) {
-        // Read as it replays, so that a producer that decodes ahead (a Parquet scan) overlaps the replay.
+        // Read as it replays: decoding the next batches (a Parquet scan's) overlaps the replay.
         let mut reader = stream_from_py(trace)?;
         let schema = reader.schema();
         // A stream made in Python (a generator of batches) needs the GIL; the reader thread takes it.

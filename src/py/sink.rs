@@ -17,6 +17,7 @@ use super::lifecycle;
 
 use super::convert::{event_from_py, event_to_py};
 use crate::event::{AnswerState, Event};
+use crate::gate::Birth;
 use crate::sink::{EventSink, WriteError};
 
 /// How often a wait for an async sink's call looks whether its loop still runs.
@@ -86,8 +87,7 @@ pub fn traceback_once(failures: &Failures, py: Python<'_>, err: &PyErr) -> Optio
 /// asyncio loops of their async sinks (a blocking wait on one would stop the loop its sink needs) and what
 /// their sinks and callbacks raised.
 pub struct Guard {
-    what: &'static str,
-    generation: u64,
+    birth: Birth,
     sink_loops: Py<PyList>,
     pub failures: Arc<Failures>,
 }
@@ -96,17 +96,17 @@ impl Guard {
     /// The guard of a `what` (the class's name, for the errors) made now.
     pub fn new(py: Python<'_>, what: &'static str) -> Self {
         let sink_loops = PyList::empty(py).unbind();
-        Guard { what, generation: lifecycle::generation(), sink_loops, failures: Arc::default() }
+        Guard { birth: Birth::now(what), sink_loops, failures: Arc::default() }
     }
 
     /// Inherited through `os.fork()`.
     pub fn is_forked(&self) -> bool {
-        lifecycle::is_forked(self.generation)
+        self.birth.is_forked()
     }
 
     /// Raises when inherited through `os.fork()`.
     pub fn check(&self) -> PyResult<()> {
-        lifecycle::check_not_forked(self.generation, self.what)
+        Ok(self.birth.check()?)
     }
 
     /// Raises for a blocking call `what` on the asyncio loop of an async sink.

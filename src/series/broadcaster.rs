@@ -76,8 +76,13 @@ impl From<StartError> for Error {
 pub struct EventsBroadcasterStats {
     #[serde(flatten)]
     pub engine: EngineStats,
+    /// Every `record` call.
+    pub received: u64,
     pub queued: u64,
+    /// Events dropped: the queue was full, or (`dropped_after_shutdown`, a part of `dropped`) the broadcaster
+    /// was stopping.
     pub dropped: u64,
+    pub dropped_after_shutdown: u64,
     pub truncated_notes: u64,
     /// A clock that failed on the engine thread, as text.
     pub last_error: Option<String>,
@@ -95,7 +100,9 @@ struct EngineState {
     /// `kick` calls so far, and the last one the engine thread answered with an idle pass.
     kicks: u64,
     idle_for: u64,
+    received: u64,
     dropped: u64,
+    dropped_after_shutdown: u64,
     truncated: u64,
     last_error: Option<String>,
     /// Published by the engine thread, so that `stats()` never waits for a sink call to end.
@@ -157,6 +164,7 @@ impl EventsBroadcaster {
         let out = seen(&event);
         let mut st = self.shared.state();
         st.truncated += u64::from(truncated);
+        st.received += 1;
         if st.started && !st.stopping {
             if st.queue.len() >= MAX_QUEUED_EVENTS {
                 st.dropped += 1;
@@ -169,6 +177,7 @@ impl EventsBroadcaster {
             }
         } else if st.stopping {
             st.dropped += 1;
+            st.dropped_after_shutdown += 1;
         }
         Ok((out, st.queue.len() >= MAX_QUEUED_EVENTS / 2))
     }
@@ -287,8 +296,10 @@ impl EventsBroadcaster {
         let st = self.shared.state();
         EventsBroadcasterStats {
             engine: st.engine,
+            received: st.received,
             queued: st.queue.len() as u64,
             dropped: st.dropped,
+            dropped_after_shutdown: st.dropped_after_shutdown,
             truncated_notes: st.truncated,
             last_error: st.last_error.clone(),
         }

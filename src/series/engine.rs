@@ -17,7 +17,7 @@ use super::record::{record_event, Recorded, SinkV1};
 use super::{DEFAULT_CACHE_SIZE, FINISH_TIME, REFRESH_TIME};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::sink::{Abandoned, Attempts, Jitter, Next, RetryPolicy};
+use crate::sink::{Abandoned, Attempts, Jitter, Next, RetryPolicy, SinkCalls, Written};
 use crate::time::Time;
 
 #[derive(Clone, Copy, Debug)]
@@ -75,6 +75,11 @@ pub struct EngineStats {
     /// Writes that succeeded and that failed; failures scheduled again, and events given up.
     pub writes_ok: u64,
     pub write_errors: u64,
+    /// Sink calls by verb and result (a patch that finds nothing and its create are two calls).
+    pub sink_creates: u64,
+    pub sink_create_errors: u64,
+    pub sink_patches: u64,
+    pub sink_patch_errors: u64,
     pub retries: u64,
     pub abandoned: u64,
     pub finish_rounds: u64,
@@ -100,6 +105,7 @@ pub struct SeriesEngine {
     seq: u64,
     rng: SmallRng,
     stats: EngineStats,
+    calls: SinkCalls,
 }
 
 impl SeriesEngine {
@@ -122,6 +128,7 @@ impl SeriesEngine {
             seq: 0,
             rng,
             stats: EngineStats::default(),
+            calls: SinkCalls::default(),
         })
     }
 
@@ -134,6 +141,10 @@ impl SeriesEngine {
             cache: self.cache.stats(),
             pending_retries: self.pending.len() as u64,
             cache_len: self.cache.len() as u64,
+            sink_creates: self.calls.get(Written::Created, true),
+            sink_create_errors: self.calls.get(Written::Created, false),
+            sink_patches: self.calls.get(Written::Patched, true),
+            sink_patch_errors: self.calls.get(Written::Patched, false),
             ..self.stats
         }
     }
@@ -170,7 +181,7 @@ impl SeriesEngine {
     }
 
     fn record(&mut self, sink: &mut dyn SinkV1, event: &EventV1) -> Recorded {
-        counted(&mut self.stats, sink, event, false)
+        counted(&mut self.stats, &self.calls, sink, event, false)
     }
 
     /// `attemptRecording` without blocking: a retryable failure is scheduled a jittered sleep later.
@@ -211,14 +222,14 @@ impl SeriesEngine {
         }
         if self.next_finish <= now {
             self.stats.finish_rounds += 1;
-            let stats = &mut self.stats;
-            self.cache.finish_round(now, |w| one_attempt(stats, sink, &w, false));
+            let (stats, calls) = (&mut self.stats, &self.calls);
+            self.cache.finish_round(now, |w| one_attempt(stats, calls, sink, &w, false));
             self.next_finish = now.add_nanos(FINISH_TIME);
         }
         if self.next_refresh <= now {
             self.stats.refresh_rounds += 1;
-            let stats = &mut self.stats;
-            self.cache.refresh_round(|w| one_attempt(stats, sink, &w, true));
+            let (stats, calls) = (&mut self.stats, &self.calls);
+            self.cache.refresh_round(|w| one_attempt(stats, calls, sink, &w, true));
             self.next_refresh = now.add_nanos(REFRESH_TIME);
         }
         Ok(())
@@ -247,15 +258,21 @@ impl SeriesEngine {
 }
 
 /// A round's single attempt at one write (no retry loop, as in client-go's rounds).
-fn one_attempt(stats: &mut EngineStats, sink: &mut dyn SinkV1, w: &Write, answer: bool) -> Attempt {
-    let r = counted(stats, sink, &w.event, answer);
+fn one_attempt(stats: &mut EngineStats, calls: &SinkCalls, sink: &mut dyn SinkV1, w: &Write, answer: bool) -> Attempt {
+    let r = counted(stats, calls, sink, &w.event, answer);
     let retry = r.retry();
     (r.answer, retry)
 }
 
 /// One `recordEvent`, counted.
-fn counted(stats: &mut EngineStats, sink: &mut dyn SinkV1, event: &EventV1, answer: bool) -> Recorded {
-    let r = record_event(sink, event, answer);
+fn counted(
+    stats: &mut EngineStats,
+    calls: &SinkCalls,
+    sink: &mut dyn SinkV1,
+    event: &EventV1,
+    answer: bool,
+) -> Recorded {
+    let r = record_event(sink, event, answer, calls);
     if r.error.is_some() {
         stats.write_errors += 1;
     } else {

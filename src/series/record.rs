@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::event::EventV1;
-use crate::sink::{Verdict, WriteError};
+use crate::sink::{SinkCalls, Verdict, WriteError, Written};
 
 /// Where events.k8s.io/v1 events are written (`tools/events` `EventSink`, less the unused `Update`).
 /// `answer` says whether the caller uses the stored object (only the refresh round does), so that a sink
@@ -56,17 +56,17 @@ impl Recorded {
 
 /// `recordEvent`: a series is patched; a 404 turns it into a create of the whole event (with its series
 /// and no `resourceVersion`); anything else is created. The error's verdict decides, but for a 409 on a
-/// series: the first event's create raced this one, so it is retried.
-pub fn record_event(sink: &mut dyn SinkV1, event: &EventV1, answer: bool) -> Recorded {
+/// series: the first event's create raced this one, so it is retried. Each sink call is counted in `calls`.
+pub fn record_event(sink: &mut dyn SinkV1, event: &EventV1, answer: bool, calls: &SinkCalls) -> Recorded {
     let is_series = event.series.is_some();
     let result = if is_series {
-        match sink.patch(event, &series_patch(event), answer) {
-            Err(e) if e.is_not_found() => create_fresh(sink, event, answer),
+        match calls.counted(Written::Patched, sink.patch(event, &series_patch(event), answer)) {
+            Err(e) if e.is_not_found() => create_fresh(sink, event, answer, calls),
             Err(e) => Err(logged(sink, "patch", e)),
             ok => ok,
         }
     } else {
-        create_fresh(sink, event, answer)
+        create_fresh(sink, event, answer, calls)
     };
     match result {
         Ok(answer) => Recorded { answer, error: None },
@@ -79,7 +79,12 @@ pub fn record_event(sink: &mut dyn SinkV1, event: &EventV1, answer: bool) -> Rec
     }
 }
 
-fn create_fresh(sink: &mut dyn SinkV1, event: &EventV1, answer: bool) -> Result<Option<EventV1>, WriteError> {
+fn create_fresh(
+    sink: &mut dyn SinkV1,
+    event: &EventV1,
+    answer: bool,
+    calls: &SinkCalls,
+) -> Result<Option<EventV1>, WriteError> {
     let result = if event.metadata.resource_version.is_empty() {
         sink.create(event, answer)
     } else {
@@ -87,7 +92,7 @@ fn create_fresh(sink: &mut dyn SinkV1, event: &EventV1, answer: bool) -> Result<
         fresh.metadata.resource_version.clear();
         sink.create(&fresh, answer)
     };
-    result.map_err(|e| logged(sink, "create", e))
+    calls.counted(Written::Created, result).map_err(|e| logged(sink, "create", e))
 }
 
 /// Reports a failed call as `recordEvent` logs it, and returns it. Quiet are the answers it handles: a 409

@@ -8,7 +8,7 @@ use super::*;
 use crate::clock::{Clock, FakeClock};
 use crate::event::UuidSource;
 use crate::event::{EventSeries, ObjectReference};
-use crate::sink::{WriteError, DEFAULT_MAX_TRIES};
+use crate::sink::{SinkCalls, WriteError, Written, DEFAULT_MAX_TRIES};
 use crate::time::{Time, NANOS_PER_SECOND};
 
 const S: i64 = NANOS_PER_SECOND;
@@ -123,33 +123,39 @@ fn record_event_to_sink() {
         ),
         ("a series alone", vec![with_series(plain())], with_series(plain())),
     ];
+    let calls = SinkCalls::default();
     for (name, events, expected) in cases {
         let mut store = Store::default();
         for e in &events {
-            record_event(&mut store, e, true);
+            record_event(&mut store, e, true, &calls);
         }
         assert_eq!(store.events.len(), 1, "{name}");
         assert_eq!(store.events.values().next(), Some(&expected), "{name}");
     }
     // Retry rules: AlreadyExists is retried for a series only; server answers and bad requests never.
     let mut store = Store::default();
-    record_event(&mut store, &plain(), true);
-    let r = record_event(&mut store, &plain(), true);
+    record_event(&mut store, &plain(), true, &SinkCalls::default());
+    let r = record_event(&mut store, &plain(), true, &SinkCalls::default());
     assert_eq!((r.error.as_ref().and_then(|e| e.status), r.retry()), (Some(409), false));
     let mut store = Store {
         fail: vec![WriteError::status(404, "not found"), WriteError::status(409, "already exists")],
         ..Default::default()
     };
-    let r = record_event(&mut store, &with_series(plain()), true);
+    let calls = SinkCalls::default();
+    let r = record_event(&mut store, &with_series(plain()), true, &calls);
     assert!(r.retry());
     assert_eq!(store.calls.iter().map(|c| c.0).collect::<Vec<_>>(), ["patch", "create"]);
+    // Both calls are counted, each failed.
+    let counts =
+        [(Written::Created, true), (Written::Created, false), (Written::Patched, true), (Written::Patched, false)];
+    assert_eq!(counts.map(|(v, ok)| calls.get(v, ok)), [0, 1, 0, 1]);
     for (err, retry) in [
         (WriteError::status(422, "invalid"), false),
         (WriteError::give_up("bad"), false),
         (WriteError::retry("refused"), true),
     ] {
         let mut store = Store { fail: vec![err], ..Default::default() };
-        assert_eq!(record_event(&mut store, &plain(), true).retry(), retry);
+        assert_eq!(record_event(&mut store, &plain(), true, &SinkCalls::default()).retry(), retry);
     }
 }
 
@@ -201,7 +207,7 @@ fn finish_series() {
     singleton.reporting_controller = "nonFinished-controller".into();
     cache.observe(singleton, now);
     cache.finish_round(now, |w| {
-        let r = record_event(&mut store, &w.event, true);
+        let r = record_event(&mut store, &w.event, true, &SinkCalls::default());
         {
             let retry = r.retry();
             (r.answer, retry)
@@ -231,7 +237,7 @@ fn refresh_existing_event_series() {
         cache.refresh_round(|w| {
             writes += 1;
             assert_eq!(w.cause, WriteCause::Refresh);
-            let r = record_event(&mut store, &w.event, true);
+            let r = record_event(&mut store, &w.event, true, &SinkCalls::default());
             {
                 let retry = r.retry();
                 (r.answer, retry)

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, TryLockError};
 
 use serde::Serialize;
 
@@ -14,6 +14,7 @@ use super::simulator::{Simulator, Step};
 use super::table::{DecisionColumns, Table};
 use super::trace::{JsonLines, Record};
 use crate::error::{Error, Result};
+use crate::sync::lock;
 
 /// Records per batch: a batch shorter than this ends the trace.
 pub const BATCH: usize = 1024;
@@ -205,6 +206,33 @@ impl Iterator for Decisions {
     }
 }
 
+/// `Decisions` for callers on several threads, one of which must never wait for another's batch (the
+/// binding's, which holds the GIL).
+pub struct SharedDecisions(Mutex<Decisions>);
+
+impl SharedDecisions {
+    pub fn new(decisions: Decisions) -> Self {
+        SharedDecisions(Mutex::new(decisions))
+    }
+
+    /// The next decision if it is computed already and no thread is computing more; else None.
+    pub fn ready(&self) -> Option<Decision> {
+        match self.0.try_lock() {
+            Ok(mut d) => d.next_ready(),
+            Err(TryLockError::Poisoned(p)) => p.into_inner().next_ready(),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    pub fn next(&self) -> Option<Result<Decision>> {
+        lock(&self.0).next()
+    }
+
+    pub fn drain_columns(&self) -> Result<DecisionColumns> {
+        lock(&self.0).drain_columns()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,6 +267,44 @@ mod tests {
 
     fn simulator() -> Simulator {
         Simulator::new(CorrelatorOptions { burst: 5, ..Default::default() }, KeyFuncs::default(), true).unwrap()
+    }
+
+    #[test]
+    fn a_report_says_which_option_its_parts_need() {
+        let run = |track: bool, metrics: bool| {
+            let mut sim = Simulator::new(CorrelatorOptions::default(), KeyFuncs::default(), track).unwrap();
+            if metrics {
+                sim = sim.with_metrics(1_000_000_000);
+            }
+            batches(records(20), std::sync::Arc::default()).run(&mut sim).unwrap();
+            sim.report()
+        };
+        let plain = run(false, false);
+        assert!(plain.top_objects(3).unwrap_err().to_string().contains("per_object=True"));
+        assert!(plain.metrics().unwrap_err().to_string().starts_with("metrics were not collected"));
+        assert!(plain.object_metrics(None).unwrap_err().to_string().starts_with("metrics were not collected"));
+        let tracked = run(true, false);
+        assert_eq!(tracked.top_objects(3).unwrap().len(), 3);
+        assert_eq!(tracked.top_objects(100).unwrap().len(), 7);
+        let measured = run(false, true);
+        assert!(measured.metrics().is_ok());
+        assert!(measured.object_metrics(None).unwrap_err().to_string().starts_with("per-object metrics were not kept"));
+        let both = run(true, true);
+        assert_eq!((both.object_metrics(Some(2)).unwrap().len(), both.object_metrics(None).unwrap().len()), (2, 7));
+    }
+
+    #[test]
+    fn shared_decisions_hand_out_ready_ones_without_waiting() {
+        let calls = std::sync::Arc::default();
+        let d = SharedDecisions::new(Decisions::new(simulator(), batches(records(5), calls)));
+        assert!(d.ready().is_none(), "nothing is computed before the first next()");
+        assert_eq!(d.next().unwrap().unwrap().index, 0);
+        let held = d.0.lock().unwrap();
+        assert!(d.ready().is_none(), "a caller computing more is never waited for");
+        drop(held);
+        assert_eq!(d.ready().unwrap().index, 1);
+        assert_eq!(d.drain_columns().unwrap().finish().num_rows(), 3);
+        assert!(d.next().is_none());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::metrics::{self, Metrics, ObjectSummaryRow, SummaryRow};
 use super::trace::{JsonLines, Record};
 use crate::clock::FakeClock;
 use crate::correlator::{CorrelatorOptions, EventCorrelator, KeyFuncs};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::event::{make_event_around, UuidSource};
 use crate::time::Time;
@@ -48,6 +48,34 @@ pub struct Report {
     pub metrics: Option<SummaryRow>,
     /// With metrics and `track_objects`.
     pub object_metrics: Option<Vec<ObjectSummaryRow>>,
+}
+
+impl Report {
+    /// The `n` objects with the most API writes; needs `track_objects`.
+    pub fn top_objects(&self, n: usize) -> Result<&[ObjectTotals]> {
+        let objects = self
+            .objects
+            .as_deref()
+            .ok_or_else(|| Error::type_("", "per-object totals were not kept: call simulate(..., per_object=True)"))?;
+        Ok(&objects[..n.min(objects.len())])
+    }
+
+    /// The metrics of the whole replay; needs metrics.
+    pub fn metrics(&self) -> Result<&SummaryRow> {
+        self.metrics
+            .as_ref()
+            .ok_or_else(|| Error::type_("", "metrics were not collected: call simulate(..., metrics=True)"))
+    }
+
+    /// The metrics of the `n` objects (all for None) with the most API writes; needs metrics and
+    /// `track_objects`.
+    pub fn object_metrics(&self, n: Option<usize>) -> Result<&[ObjectSummaryRow]> {
+        self.metrics()?;
+        let objects = self.object_metrics.as_deref().ok_or_else(|| {
+            Error::type_("", "per-object metrics were not kept: call simulate(..., metrics=True, per_object=True)")
+        })?;
+        Ok(&objects[..n.unwrap_or(usize::MAX).min(objects.len())])
+    }
 }
 
 impl Simulator {

@@ -72,6 +72,15 @@ pub enum SweepProgress<'a> {
     Idle,
 }
 
+/// The threads of a sweep: `requested`, at least 1, or one per CPU.
+pub fn workers_option(requested: Option<i64>) -> Result<usize> {
+    match requested {
+        Some(w) if w < 1 => Err(Error::Option(format!("workers must be >= 1, got {w}"))),
+        Some(w) => Ok(usize::try_from(w).unwrap_or(usize::MAX)),
+        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+    }
+}
+
 /// Replays `records` once per entry of `grid` on `workers` threads; the results are in grid order.
 /// `on_progress` runs on the calling thread; returning an error stops the workers and the sweep returns it.
 pub fn sweep<T: SharedTrace + ?Sized, E: From<Error>>(
@@ -153,6 +162,14 @@ mod tests {
                 ..Default::default()
             })
             .collect()
+    }
+
+    #[test]
+    fn workers_are_at_least_one_and_default_to_the_cpus() {
+        assert_eq!(workers_option(Some(3)).unwrap(), 3);
+        assert_eq!(workers_option(Some(0)).unwrap_err().to_string(), "workers must be >= 1, got 0");
+        assert!(matches!(workers_option(Some(-2)), Err(Error::Option(_))));
+        assert!(workers_option(None).unwrap() >= 1);
     }
 
     #[test]

@@ -6,8 +6,9 @@ use pyo3::exceptions::{PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+use super::aio;
 use super::pod::{same_str, string};
-use super::{aio, Owned};
+use crate::gate::Owned;
 use crate::pleg::cache::{Lookup, Waiter};
 use crate::pleg::pod::StatusFields;
 use crate::pleg::{PodCache, StatusView};

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 
+use super::aio;
 use super::pod::PyPodLifecycleEvent;
-use super::{aio, Owned};
+use crate::gate::Owned;
 use crate::pleg::channel::Recv;
 use crate::pleg::{count_option, EventChannel};
 use crate::py::clock::timeout_arg;

@@ -12,8 +12,10 @@ use super::cache::PyStatus;
 use super::channel::PyEventChannel;
 use super::generic::{PyGenericPLEG, PyRuntime};
 use super::pod::string;
-use super::{raise_abort, runtime_err, to_py, Owned};
+use super::{raise_abort, runtime_err, to_py};
 use crate::error::Error;
+use crate::gate::Owned;
+use crate::metrics::Registration;
 use crate::pleg::count_option;
 use crate::pleg::evented::{ContainerEventSource, CriEvent, CriEventType, EventedOptions, EventedPleg};
 use crate::py::clock::seconds_into;
@@ -73,6 +75,8 @@ pub struct PyEventedPLEG {
     inner: Owned<EventedPleg<PyRuntime>>,
     generic: Py<PyGenericPLEG>,
     source: Option<Arc<dyn ContainerEventSource<PyStatus>>>,
+    /// Among the live components, for `kubevents.metrics`.
+    _registration: Registration,
 }
 
 #[pymethods]
@@ -104,9 +108,11 @@ impl PyEventedPLEG {
         seconds_into(fallback_relist_period, "fallback_relist_period", true, &mut options.fallback.period)?;
         seconds_into(fallback_relist_threshold, "fallback_relist_threshold", false, &mut options.fallback.threshold)?;
         seconds_into(cache_update_period, "cache_update_period", true, &mut options.cache_update_period)?;
-        let inner = Owned::new(Arc::new(EventedPleg::new(g, options)?), "EventedPLEG");
+        let evented = Arc::new(EventedPleg::new(g, options)?);
+        let _registration = crate::metrics::register("EventedPLEG", None, &evented, |e| e.stats());
+        let inner = Owned::new(evented, "EventedPLEG");
         let source = runtime_service.map(|s| Arc::new(PySource(s)) as Arc<dyn ContainerEventSource<PyStatus>>);
-        Ok(PyEventedPLEG { inner, generic, source })
+        Ok(PyEventedPLEG { inner, generic, source, _registration })
     }
 
     /// Marks evented in use (the generic PLEG then stores the runtime's status timestamps), starts the
@@ -180,7 +186,8 @@ impl PyEventedPLEG {
     }
 
     /// Counters: events received, ignored (no sandbox metadata), rejected (older than the cache), sent;
-    /// stream failures; whether it fell back to generic relisting; running pods (`kubelet_running_pods`).
+    /// stream failures and connections (streams that delivered an event); whether it fell back to generic
+    /// relisting; running pods (`kubelet_running_pods`); the histogram of event latencies (from `created_at`).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let evented = self.inner.checked()?;
         to_py(py, &evented.stats())

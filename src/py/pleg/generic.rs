@@ -11,8 +11,10 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 use super::cache::{PyErrValue, PyPodCache, PyStatus};
 use super::channel::PyEventChannel;
 use super::pod::{pods_from_py, shared_pod};
-use super::{py_err_in, raise_abort, runtime_err, to_py, Owned};
+use super::{raise_abort, runtime_err, to_py};
 use crate::error::Error;
+use crate::gate::Owned;
+use crate::metrics::Registration;
 use crate::pleg::generic::{Abort, Condition, GenericPleg, Inspection, PlegOptions, RelistDuration, Runtime};
 use crate::pleg::records::PodRecords;
 use crate::pleg::{count_option, EventChannel, Pod};
@@ -95,7 +97,7 @@ impl Runtime for PyRuntime {
     fn loop_aborted(&self, what: &str, err: &Error) {
         lifecycle::attach(|py| {
             let log = || -> PyResult<()> {
-                let e = py_err_in(err);
+                let e = Abort::external::<PyErr>(err);
                 let raised = match e {
                     Some(e) => e.value(py).repr()?.to_string(),
                     None => err.to_string(),
@@ -133,6 +135,8 @@ type Generic = GenericPleg<PyRuntime>;
 pub struct PyGenericPLEG {
     pub(super) inner: Owned<Generic>,
     cache: Py<PyPodCache>,
+    /// Among the live components, for `kubevents.metrics`.
+    _registration: Registration,
 }
 
 #[pymethods]
@@ -181,8 +185,9 @@ impl PyGenericPLEG {
             options.inspect_timeout = Some(Duration::from_nanos(seconds_arg(t, "inspect_timeout", true)? as u64));
         }
         let channel = Arc::new(EventChannel::new(channel_capacity));
-        let inner = GenericPleg::new(PyRuntime(runtime), cache_arc, clock_arg(clock)?, channel, options)?;
-        Ok(PyGenericPLEG { inner: Owned::new(Arc::new(inner), "GenericPLEG"), cache })
+        let inner = Arc::new(GenericPleg::new(PyRuntime(runtime), cache_arc, clock_arg(clock)?, channel, options)?);
+        let _registration = crate::metrics::register("GenericPLEG", None, &inner, |p| p.stats());
+        Ok(PyGenericPLEG { inner: Owned::new(inner, "GenericPLEG"), cache, _registration })
     }
 
     /// One relist. Raises what the runtime's `get_pods()` raised (nothing changed then), or, after the relist
@@ -349,7 +354,8 @@ impl PyGenericPLEG {
 
     /// Counters: relists, failures, durations on the clock (seconds), events sent and dropped, inspections,
     /// inspection errors and timeouts, reinspections, on-demand pod relists and their failures, relist
-    /// requests queued, skipped and dropped, running pods and containers by state.
+    /// requests queued, skipped and dropped, running pods and containers by state; the kubelet's relist
+    /// duration and interval histograms, and `last_seen` (the last successful relist's start, epoch seconds).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_py(py, &self.inner.checked()?.stats())
     }

@@ -175,7 +175,11 @@ fn shutdown_writes_the_queue_then_the_retries_then_the_series() {
     assert_eq!((st.engine.pending_retries, st.engine.cache_len, st.engine.abandoned), (0, 0, 0));
     assert_eq!(b.undelivered(), 0);
     record(&b, "late");
-    assert_eq!(b.stats().dropped, 1);
+    let st = b.stats();
+    assert_eq!((st.received, st.dropped, st.dropped_after_shutdown), (6, 1, 1));
+    // Six sink calls: four creates (the first failed) and two patches.
+    let e = st.engine;
+    assert_eq!((e.sink_creates, e.sink_create_errors, e.sink_patches, e.sink_patch_errors), (3, 1, 2, 0));
 }
 
 #[test]
@@ -291,8 +295,9 @@ fn stats_serialize_flat_in_their_order() {
         concat!(
             r#"{"observed":0,"created":0,"series_started":0,"counted":0,"refresh_writes":0,"finish_writes":0,"#,
             r#""forgotten":0,"evicted":0,"evicted_writes":0,"shutdown_writes":0,"writes_ok":0,"write_errors":0,"#,
+            r#""sink_creates":0,"sink_create_errors":0,"sink_patches":0,"sink_patch_errors":0,"#,
             r#""retries":0,"abandoned":0,"finish_rounds":0,"refresh_rounds":0,"pending_retries":0,"cache_len":0,"#,
-            r#""queued":3,"dropped":0,"truncated_notes":0,"last_error":"x"}"#
+            r#""received":0,"queued":3,"dropped":0,"dropped_after_shutdown":0,"truncated_notes":0,"last_error":"x"}"#
         )
     );
 }
