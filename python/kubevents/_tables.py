@@ -102,7 +102,7 @@ def read_parquet(path: str | os.PathLike[str]) -> pyarrow.Table:
     return table
 
 
-def scan_parquet(path: str | os.PathLike[str], *, batch_size: int = 16_384) -> pyarrow.RecordBatchReader:
+def scan_parquet(path: str | os.PathLike[str], *, batch_size: int = 8192) -> pyarrow.RecordBatchReader:
     """A Parquet trace as a stream of record batches of up to ``batch_size`` rows, decoded as they are read:
     ``simulate`` reads a stream ahead on a thread of its own while it replays, so decoding overlaps the replay
     where ``read_parquet`` decodes the whole file first. Its columns' names and types are checked here, its
@@ -114,7 +114,10 @@ def scan_parquet(path: str | os.PathLike[str], *, batch_size: int = 16_384) -> p
     file = pq.ParquetFile(os.fspath(path))
     schema = file.schema_arrow
     _check(schema.empty_table())
-    return pa.RecordBatchReader.from_batches(schema, file.iter_batches(batch_size=batch_size))
+    # Decoded on the replay's reader thread alone: the replay itself keeps one core busy, and pyarrow's own
+    # threads would compete with it there.
+    batches = file.iter_batches(batch_size=batch_size, use_threads=False)
+    return pa.RecordBatchReader.from_batches(schema, batches)
 
 
 def to_records(table: Any) -> list[dict[str, Any]]:
