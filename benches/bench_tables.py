@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Benchmark of replays by trace format, side by side in one run: a JSON Lines file, Python record dicts, an
-in-memory Arrow table (pyarrow and polars), and a Parquet file (decoding included); then a sweep of 64
-combinations over the `mixed` table on 2 threads.
+in-memory Arrow table (pyarrow and polars), and a Parquet file (decoding included), read whole
+(`read_parquet`) and streamed (`scan_parquet`, decoded ahead while the replay runs, so on two CPUs); then a
+sweep of 64 combinations over the `mixed` table on 2 threads.
 
 Usage: python benches/bench_tables.py [--n 1000000] [--repeat 3] [--workloads storm,identical,mixed,unique]
            [--one-cpu]
 
 Traces come from `kubevents.traces.generate` (the records of the project's generator script), cached under
 target/traces/ as JSON Lines and Parquet. `--one-cpu` pins the process to one CPU for the replays (the figures
-"on one core"); the sweep always gets two. Build with `pip install .` (release) first; copy the figures into
-BENCHMARKS.md with the machine and date.
+"on one core"); the streamed Parquet file and the sweep always get two. Build with `pip install .` (release)
+first; copy the figures into BENCHMARKS.md with the machine and date.
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ def main() -> None:
     print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average {os.getloadavg()}")
     print(f"{args.n:,} events per trace, best of {args.repeat}; replays on "
           f"{'one CPU' if args.one_cpu else f'{len(cpus)} CPUs'}\n")
-    print("| workload | JSON Lines file | record dicts | Arrow table | polars DataFrame | Parquet file |")
-    print("|---|---|---|---|---|---|")
+    print("| workload | JSON Lines file | record dicts | Arrow table | polars DataFrame | Parquet file "
+          "| Parquet file, streamed (2 CPUs) |")
+    print("|---|---|---|---|---|---|---|")
     mixed_table = None
     for w in args.workloads.split(","):
         jsonl, parquet = trace_files(w, args.n)
@@ -81,6 +83,9 @@ def main() -> None:
         for source in (lambda: str(jsonl), lambda: records, lambda: table, lambda: frame,
                        lambda: traces.read_parquet(parquet)):
             rates.append(args.n / best(lambda s=source: kubevents.simulate(s()), args.repeat) / 1e6)
+        os.sched_setaffinity(0, cpus[:2])
+        assert kubevents.simulate(traces.scan_parquet(parquet)).totals == want
+        rates.append(args.n / best(lambda: kubevents.simulate(traces.scan_parquet(parquet)), args.repeat) / 1e6)
         os.sched_setaffinity(0, cpus)
         del records
         print(f"| {w} | " + " | ".join(f"{r:.2f} M/s" for r in rates) + " |")

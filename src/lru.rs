@@ -118,6 +118,12 @@ impl<V: Default, S: BuildHasher> Lru<V, S> {
         (full && !found).then_some(old)
     }
 
+    /// The most recently used key and its value, left where it is.
+    pub fn front_mut(&mut self) -> Option<(&[u8], &mut V)> {
+        let n = self.nodes.get_mut(self.front as usize)?;
+        Some((&n.key, &mut n.value))
+    }
+
     /// Removes `key`, returning its value.
     pub fn remove(&mut self, hash: u64, key: &[u8]) -> Option<V> {
         let i = self.find(hash, key)?;

@@ -21,39 +21,31 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
     alnum(prev)
 }
 
-/// "000102…feff": the two hex digits of every byte, so that digits are appended without a UTF-8 check.
-const HEX_PAIRS: &str = {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    const PAIRS: [u8; 512] = {
-        let mut t = [0u8; 512];
-        let mut i = 0;
-        while i < 256 {
-            t[2 * i] = HEX[i >> 4];
-            t[2 * i + 1] = HEX[i & 0xf];
-            i += 1;
-        }
-        t
-    };
-    match std::str::from_utf8(&PAIRS) {
-        Ok(s) => s,
-        Err(_) => panic!("hex digits are ASCII"),
-    }
-};
+/// The eight hex digits of `x`, most significant first, as ASCII bytes in a u64 (SWAR: no loop, no table).
+fn hex8(x: u32) -> u64 {
+    // Spread the nibbles one per byte (byte k, little-endian, holds nibble k), then map 0-9 and 10-15 to
+    // '0'-'9' and 'a'-'f': a byte past 9 gets 39 more.
+    let mut v = u64::from(x);
+    v = (v | (v << 16)) & 0x0000_ffff_0000_ffff;
+    v = (v | (v << 8)) & 0x00ff_00ff_00ff_00ff;
+    v = (v | (v << 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+    let past_nine = ((v + 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101;
+    (v + 0x3030_3030_3030_3030 + past_nine * 39).swap_bytes()
+}
 
 /// Appends Go's `fmt.Sprintf("%x", n)` of a signed integer: a minus sign and the magnitude, no padding.
 pub fn push_go_hex(out: &mut String, n: i64) {
     if n < 0 {
         out.push('-');
     }
-    let bytes = n.unsigned_abs().to_be_bytes();
-    let first = bytes.iter().position(|&b| b != 0).unwrap_or(bytes.len() - 1);
-    let lead = usize::from(bytes[first]);
+    let v = n.unsigned_abs();
+    let mut digits = [0u8; 16];
+    digits[..8].copy_from_slice(&hex8((v >> 32) as u32).to_le_bytes());
+    digits[8..].copy_from_slice(&hex8(v as u32).to_le_bytes());
     // No leading zero digit.
-    out.push_str(&HEX_PAIRS[2 * lead + usize::from(lead < 16)..2 * lead + 2]);
-    for &b in &bytes[first + 1..] {
-        let b = usize::from(b);
-        out.push_str(&HEX_PAIRS[2 * b..2 * b + 2]);
-    }
+    let len = (64 - v.leading_zeros() as usize).div_ceil(4).max(1);
+    // SAFETY: `hex8` writes only the ASCII digits 0-9 and a-f.
+    out.push_str(unsafe { std::str::from_utf8_unchecked(&digits[16 - len..]) });
 }
 
 /// Whether `<ref_name>.<hex unix_nanos>` is a DNS subdomain, without building it: the hex label is valid
@@ -146,6 +138,11 @@ mod tests {
         assert_eq!(s, "-ff");
         for n in
             [0, 1, 15, 16, 255, 256, 4095, 4096, 1 << 32, i64::MAX, i64::MIN, i64::MIN + 1, 1_704_067_201_000_000_000]
+                .into_iter()
+                // Every digit count and every digit value.
+                .chain((0..64).flat_map(|k| {
+                    [1i64 << k, (1i64 << k).wrapping_sub(1), 0x0123_4567_89ab_cdef >> k, -(0x7edc_ba98_7654_3210 >> k)]
+                }))
         {
             let mut s = String::new();
             push_go_hex(&mut s, n);

@@ -18,6 +18,18 @@ pub fn spawn<T: Send + 'static>(name: &str, f: impl FnOnce() -> T + Send + 'stat
         .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("cannot start thread kubevents-{name}: {e}"))))
 }
 
+/// `spawn` for a thread of `scope`.
+pub fn spawn_scoped<'scope, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'scope,
+) -> Result<std::thread::ScopedJoinHandle<'scope, T>> {
+    std::thread::Builder::new()
+        .name(format!("kubevents-{name}"))
+        .spawn_scoped(scope, f)
+        .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("cannot start thread kubevents-{name}: {e}"))))
+}
+
 struct Unpark(std::thread::Thread);
 
 impl Wake for Unpark {

@@ -179,3 +179,46 @@ def test_read_parquet_checks_the_columns_and_the_replay_the_values(tmp_path) -> 
         kubevents.simulate(table)
     with pytest.raises(ValueError, match=r"^row 1: t_ns: null"):
         traces.to_records(table)
+
+
+def test_a_scanned_parquet_file_replays_as_it_streams_and_decides_again(records: list[dict], tmp_path) -> None:
+    path = tmp_path / "t.parquet"
+    traces.to_parquet(records, path)
+    want = kubevents.simulate(records, per_object=True, metrics=True)
+    reader = traces.scan_parquet(path, batch_size=700)
+    assert isinstance(reader, pa.RecordBatchReader)
+    got = kubevents.simulate(reader, per_object=True, metrics=True)
+    assert (got.totals, got.metrics, got.top_objects(5)) == (want.totals, want.metrics, want.top_objects(5))
+    # The stream is read once; the simulation kept its batches to replay them for decisions().
+    assert list(got.decisions()) == list(want.decisions())
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"t_ns": pa.array([1], pa.int64()), "involved.nmae": ["a"]}), bad)
+    with pytest.raises(ValueError, match=r"^involved\.nmae: unknown trace column"):
+        traces.scan_parquet(bad)
+
+
+def test_a_stream_from_python_is_replayed_batch_by_batch_and_its_errors_named(records: list[dict]) -> None:
+    table = traces.to_arrow(records)
+    pulled = []
+
+    def batches():
+        for b in table.to_batches(max_chunksize=1000):
+            pulled.append(b.num_rows)
+            yield b
+
+    got = kubevents.simulate(pa.RecordBatchReader.from_batches(table.schema, batches()))
+    assert got.totals == kubevents.simulate(records).totals
+    assert pulled == [1000, 1000, 1000]
+    # A null time in a later batch is named by its row in the whole stream.
+    good = pa.table({"t_ns": pa.array([1, 2], pa.int64()), "involved.name": ["a", "b"]})
+    null = pa.table({"t_ns": pa.array([3, None], pa.int64()), "involved.name": ["c", "d"]})
+    stream = pa.RecordBatchReader.from_batches(good.schema, good.to_batches() + null.to_batches())
+    with pytest.raises(ValueError, match=r"^row 3: t_ns: null"):
+        kubevents.simulate(stream)
+
+    def failing():
+        yield good.to_batches()[0]
+        raise RuntimeError("disk gone")
+
+    with pytest.raises(ValueError, match="reading the Arrow stream failed: .*disk gone"):
+        kubevents.simulate(pa.RecordBatchReader.from_batches(good.schema, failing()))

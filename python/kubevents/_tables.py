@@ -1,4 +1,5 @@
-"""Traces as Arrow tables and Parquet files (``kubevents.traces.to_arrow``, ``to_parquet``, ``read_parquet``).
+"""Traces as Arrow tables and Parquet files (``kubevents.traces.to_arrow``, ``to_parquet``, ``read_parquet``,
+``scan_parquet``).
 
 A trace table has one row per record and the record's fields as columns, the involved object's flattened:
 
@@ -99,6 +100,24 @@ def read_parquet(path: str | os.PathLike[str]) -> pyarrow.Table:
     table = pq.read_table(os.fspath(path))
     _check(table)
     return table
+
+
+def scan_parquet(path: str | os.PathLike[str], *, batch_size: int = 8192) -> pyarrow.RecordBatchReader:
+    """A Parquet trace as a stream of record batches of up to ``batch_size`` rows, decoded as they are read:
+    ``simulate`` reads a stream ahead on a thread of its own while it replays, so decoding overlaps the replay
+    where ``read_parquet`` decodes the whole file first. Its columns' names and types are checked here, its
+    values when it is replayed. A stream is read once (the ``Simulation`` keeps its batches for
+    ``decisions()``); ``sweep`` reads it whole, as it would ``read_parquet``'s table."""
+    pa = _pyarrow()
+    import pyarrow.parquet as pq
+
+    file = pq.ParquetFile(os.fspath(path))
+    schema = file.schema_arrow
+    _check(schema.empty_table())
+    # Decoded on the replay's reader thread alone: the replay itself keeps one core busy, and pyarrow's own
+    # threads would compete with it there.
+    batches = file.iter_batches(batch_size=batch_size, use_threads=False)
+    return pa.RecordBatchReader.from_batches(schema, batches)
 
 
 def to_records(table: Any) -> list[dict[str, Any]]:

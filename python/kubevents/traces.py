@@ -13,8 +13,8 @@ and ``annotations`` (a dict of str) are optional. Unknown keys are an error, so 
 
 A trace can also be a table (pyarrow, polars, anything with ``__arrow_c_stream__``) with one row per record
 and the involved object's fields flattened into columns (``involved.namespace``); ``to_arrow``,
-``to_parquet`` and ``read_parquet`` make and read them, and ``TABLE_COLUMNS`` lists the columns (their types
-are in the docs of ``kubevents._tables``).
+``to_parquet`` and ``read_parquet`` make and read them (``scan_parquet`` streams a Parquet file into a
+replay), and ``TABLE_COLUMNS`` lists the columns (their types are in the docs of ``kubevents._tables``).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypedDict
 
 from kubevents._tables import COLUMNS as TABLE_COLUMNS
-from kubevents._tables import read_parquet, to_arrow, to_parquet, to_records
+from kubevents._tables import read_parquet, scan_parquet, to_arrow, to_parquet, to_records
 
-__all__ = ["TABLE_COLUMNS", "kubelet_storm", "read_parquet", "to_arrow", "to_parquet", "to_records"]
+__all__ = ["TABLE_COLUMNS", "kubelet_storm", "read_parquet", "scan_parquet", "to_arrow", "to_parquet", "to_records"]
 
 _T0 = 1_767_225_600 * 10**9  # 2026-01-01T00:00:00Z
 _S = 10**9

@@ -156,6 +156,9 @@ pub struct EventCorrelator {
     event_key: Vec<u8>,
     aggregate_key: Vec<u8>,
     spam_key: Vec<u8>,
+    /// `event_key` is the `getEventKey` of the event last correlated in place, whose log is the observer's
+    /// most recent entry: true from an unaggregated `correlate_in_place` until the caches change again.
+    last_logged: bool,
 }
 
 impl EventCorrelator {
@@ -172,6 +175,7 @@ impl EventCorrelator {
             event_key: Vec::with_capacity(256),
             aggregate_key: Vec::with_capacity(256),
             spam_key: Vec::with_capacity(256),
+            last_logged: false,
         })
     }
 
@@ -188,6 +192,7 @@ impl EventCorrelator {
     /// `EventCorrelate` without moving the event: `event` becomes the observed (possibly aggregate) event and
     /// the patch, if any, is left in `self.patch()` until the next call.
     pub fn correlate_in_place(&mut self, event: &mut Event) -> Result<Outcome> {
+        self.last_logged = false;
         let now = self.clock.now()?;
         // With the default key function the spam key is a prefix of the aggregate key. The aggregate event
         // keeps the source, involved object and type, so the prefix is also the observed event's spam key.
@@ -235,6 +240,8 @@ impl EventCorrelator {
         if patched {
             count_patch_into(&mut self.patch, event.count, event.last_timestamp, &event.message);
         }
+        // Observing changed none of the fields of the event key, so it is still the key the log is under.
+        self.last_logged = !aggregated;
         Ok(Outcome { skip, aggregated, patched })
     }
 
@@ -246,8 +253,20 @@ impl EventCorrelator {
     /// `UpdateState`: records a server's answer (name, resourceVersion, count, firstTimestamp) under its
     /// `getEventKey`.
     pub fn update_state(&mut self, event: &Event) {
+        self.last_logged = false;
         keys::event_key_into(event, &mut self.event_key);
         self.observer.update_state(event, &self.event_key);
+    }
+
+    /// `update_state` of the event last correlated in place, changed since only by the server's answer (name,
+    /// resourceVersion, count, firstTimestamp): the key and its log are known then, saving the key's rebuild
+    /// and lookup (a replay's every write).
+    pub fn update_last_state(&mut self, event: &Event) {
+        if !self.last_logged {
+            return self.update_state(event);
+        }
+        debug_assert_eq!(self.event_key, keys::event_key(event).into_bytes(), "not the event last correlated");
+        self.observer.update_front(event, &self.event_key);
     }
 
     /// Entries in the (aggregator, observer, spam filter) caches.

@@ -65,6 +65,13 @@ impl Observer {
         self.cache.add(hash, key).0.set(event);
     }
 
+    /// `update_state` of the most recently used key, `key`.
+    pub fn update_front(&mut self, event: &Event, key: &[u8]) {
+        let (front, log) = self.cache.front_mut().expect("an observed key");
+        debug_assert_eq!(front, key);
+        log.set(event);
+    }
+
     pub fn len(&self) -> usize {
         self.cache.len()
     }

@@ -388,3 +388,35 @@ fn options_from_outside_rust_are_checked() {
     assert_eq!(err(CorrelatorOptions::from_args(0, -1, 0.0, 0, 0)), "burst must be >= 0, got -1");
     assert_eq!(CorrelatorOptions::from_args(7, 3, 0.5, 2, 9).unwrap().qps, 0.5);
 }
+
+#[test]
+fn update_last_state_is_update_state_of_the_event_last_correlated() {
+    let clock = Arc::new(FakeClock::new(START));
+    let options = CorrelatorOptions { lru_cache_size: 4, burst: 3, max_events: 3, ..Default::default() };
+    let (mut a, mut b) = (
+        correlator(clock.clone(), options, KeyFuncs::default()),
+        correlator(clock.clone(), options, KeyFuncs::default()),
+    );
+    let mut rv = 0;
+    for i in 0..400u32 {
+        let t = clock.step(S);
+        let mut e = pod_event(t, &format!("m{}", i % 5));
+        e.involved_object.name = format!("p{}", i % 7);
+        let (ra, rb) = (a.correlate(e.clone()).unwrap(), b.correlate(e).unwrap());
+        assert_eq!(ra, rb, "event {i}");
+        let Some(mut written) = ra.event else { continue };
+        rv += 1;
+        written.metadata.resource_version = rv.to_string();
+        a.update_state(&written);
+        b.update_last_state(&written);
+        if i % 11 == 0 {
+            // An update of another event in between: the next one goes the long way.
+            let mut other = written.clone();
+            other.message = "other".into();
+            a.update_state(&other);
+            b.update_state(&other);
+            b.update_last_state(&written);
+            a.update_state(&written);
+        }
+    }
+}

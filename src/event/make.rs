@@ -94,7 +94,10 @@ pub fn make_event_around(
     }
     set(&mut event.metadata.namespace, if r.namespace.is_empty() { NAMESPACE_DEFAULT } else { &r.namespace });
     event.metadata.resource_version.clear();
-    event.metadata.annotations.clear();
+    // Clearing an empty map is not free, and most events have none.
+    if !event.metadata.annotations.is_empty() {
+        event.metadata.annotations.clear();
+    }
     if let Some(a) = annotations {
         event.metadata.annotations.extend(a.iter().map(|(k, v)| (k.clone(), v.clone())));
     }

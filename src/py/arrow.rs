@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arrow_array::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
 use arrow_array::{RecordBatch, RecordBatchIterator, RecordBatchReader};
 use arrow_schema::SchemaRef;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
@@ -30,7 +30,7 @@ pub fn table_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Table> {
 }
 
 /// The Arrow C stream of `obj`, not read yet.
-fn stream_from_py(obj: &Bound<'_, PyAny>) -> PyResult<ArrowArrayStreamReader> {
+pub fn stream_from_py(obj: &Bound<'_, PyAny>) -> PyResult<ArrowArrayStreamReader> {
     let capsule = obj.call_method1(pyo3::intern!(obj.py(), "__arrow_c_stream__"), (obj.py().None(),))?;
     let capsule = capsule.cast_into::<PyCapsule>().map_err(|_| {
         PyTypeError::new_err("__arrow_c_stream__() did not return a PyCapsule (an Arrow C stream was expected)")
@@ -43,7 +43,11 @@ fn stream_from_py(obj: &Bound<'_, PyAny>) -> PyResult<ArrowArrayStreamReader> {
 }
 
 fn arrow_err(e: arrow_schema::ArrowError) -> PyErr {
-    PyValueError::new_err(format!("reading the Arrow stream failed: {e}"))
+    arrow_error(e).into()
+}
+
+pub fn arrow_error(e: arrow_schema::ArrowError) -> crate::error::Error {
+    crate::error::Error::value("", format!("reading the Arrow stream failed: {e}"))
 }
 
 /// Record batches made in Rust, offered to Python as an Arrow C stream (as often as asked).

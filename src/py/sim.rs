@@ -3,12 +3,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use arrow_array::RecordBatchReader;
 use pyo3::exceptions::{PyImportError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyIterator, PyList, PyString};
 use pythonize::pythonize;
 
-use super::arrow::{is_table, table_from_py, PyArrowTable};
+use super::arrow::{arrow_error, is_table, stream_from_py, table_from_py, PyArrowTable};
 use super::clock::seconds_arg;
 use super::convert::{record_from_py, type_name};
 use super::correlator::{key_funcs_from_py, CorrelatorArgs};
@@ -257,6 +258,16 @@ pub fn simulate(
     let mut sim = new_simulator(py, options, &funcs, per_object)?;
     if metrics {
         sim = sim.with_metrics(window_ns);
+    }
+    if is_table(trace) {
+        // Read as it replays: decoding the next batches (a Parquet scan's) overlaps the replay.
+        let mut reader = stream_from_py(trace)?;
+        let schema = reader.schema();
+        // A stream made in Python (a generator of batches) needs the GIL; the reader thread takes it.
+        let next = move || lifecycle::attach(|_| reader.next()).map(|b| b.map_err(arrow_error));
+        let table = lifecycle::detach(py, || Table::each_streamed(&schema, next, |r| sim.step(r).map(drop)))?;
+        let trace = Trace::Table(Arc::new(table));
+        return Ok(PySimulation { report: sim.report(), trace, options, funcs });
     }
     let trace = Trace::from_py(trace)?;
     let mut records = trace.records(py)?;

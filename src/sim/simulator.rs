@@ -147,7 +147,7 @@ impl Simulator {
             event.metadata.resource_version.clear();
             event.metadata.resource_version.push_str(itoa::Buffer::new().format(self.next_resource_version));
             self.next_resource_version += 1;
-            self.correlator.update_state(event);
+            self.correlator.update_last_state(event);
             if event.count > 1 {
                 Action::Patch
             } else {

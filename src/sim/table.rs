@@ -24,7 +24,7 @@ use arrow_array::types::{
 };
 use arrow_array::{Array, ArrayRef, DictionaryArray, Int64Array, MapArray, RecordBatch};
 use arrow_buffer::{ArrowNativeType, NullBuffer};
-use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use arrow_schema::{ArrowError, DataType, Field, Schema, TimeUnit};
 
 use super::counts::Action;
 use super::simulator::{Simulator, Step};
@@ -34,6 +34,7 @@ use super::trace::Record;
 use serde::de::{Deserializer, Visitor};
 
 use crate::error::{Error, Result};
+use crate::threads;
 
 /// The string columns, in the order [`BatchView::record`] reads them.
 pub const STRING_COLUMNS: [&str; 12] = [
@@ -145,6 +146,8 @@ impl Layout {
 /// A string column of one batch, read without copying.
 enum TextColumn<'a> {
     Absent,
+    /// The common case, unwrapped from `Plain` to save a dispatch per value.
+    Utf8(Offsets<'a, i32>),
     Plain(Plain<'a>),
     /// A dictionary: its keys (any integer type) index its values.
     Dict(Option<&'a NullBuffer>, DictKeys<'a>, Plain<'a>),
@@ -167,7 +170,8 @@ struct Offsets<'a, O> {
 
 impl<'a, O: arrow_array::OffsetSizeTrait> Offsets<'a, O> {
     fn of(a: &'a arrow_array::GenericStringArray<O>) -> Self {
-        Offsets { offsets: a.value_offsets(), data: a.values().as_slice(), nulls: a.nulls() }
+        let nulls = a.nulls().filter(|n| n.null_count() > 0);
+        Offsets { offsets: a.value_offsets(), data: a.values().as_slice(), nulls }
     }
 
     #[inline(always)]
@@ -176,7 +180,7 @@ impl<'a, O: arrow_array::OffsetSizeTrait> Offsets<'a, O> {
             return "";
         }
         let bytes = &self.data[self.offsets[row].as_usize()..self.offsets[row + 1].as_usize()];
-        // SAFETY: `Table::new` validated the column (`validate_full`): its offsets fall on UTF-8 boundaries
+        // SAFETY: `Table::new` validated the column (`validate`): its offsets fall on UTF-8 boundaries
         // of valid UTF-8 data, as the `value` accessor of the array assumes as well.
         unsafe { std::str::from_utf8_unchecked(bytes) }
     }
@@ -259,6 +263,8 @@ impl<'a> TextColumn<'a> {
                 DataType::UInt32 => dict::<UInt32Type>(a, DictKeys::U32),
                 _ => dict::<UInt64Type>(a, DictKeys::U64),
             },
+            DataType::Utf8 => TextColumn::Utf8(Offsets::of(a.as_string::<i32>())),
+            DataType::Null => TextColumn::Absent,
             _ => TextColumn::Plain(Plain::of(a)),
         }
     }
@@ -266,6 +272,7 @@ impl<'a> TextColumn<'a> {
     #[inline(always)]
     fn get(&self, row: usize) -> &'a str {
         match self {
+            TextColumn::Utf8(s) => s.get(row),
             TextColumn::Absent => "",
             TextColumn::Plain(p) => p.get(row),
             TextColumn::Dict(nulls, keys, values) => {
@@ -315,10 +322,41 @@ impl<'a> Times<'a> {
     }
 }
 
+/// A utf8 column without nulls, or an absent column (offsets `[0]`, step 0): the usual columns, read with
+/// no dispatch and no null check.
+#[derive(Clone, Copy)]
+struct Direct<'a> {
+    offsets: &'a [i32],
+    data: &'a [u8],
+    step: usize,
+}
+
+impl<'a> Direct<'a> {
+    const ABSENT: Direct<'static> = Direct { offsets: &[0], data: &[], step: 0 };
+
+    fn of(column: &TextColumn<'a>) -> Option<Self> {
+        match column {
+            TextColumn::Absent => Some(Direct::ABSENT),
+            TextColumn::Utf8(o) if o.nulls.is_none() => Some(Direct { offsets: o.offsets, data: o.data, step: 1 }),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    fn get(&self, row: usize) -> &'a str {
+        let i = row * self.step;
+        let bytes = &self.data[self.offsets[i].as_usize()..self.offsets[i + self.step].as_usize()];
+        // SAFETY: as in `Offsets::get`, the column was validated by `Table::new`; an absent column reads "".
+        unsafe { std::str::from_utf8_unchecked(bytes) }
+    }
+}
+
 /// One record batch, ready to hand out records.
 pub struct BatchView<'a> {
     times: Times<'a>,
     strings: [TextColumn<'a>; STRING_COLUMNS.len()],
+    /// The string columns when all of them are `Direct`.
+    direct: Option<[Direct<'a>; STRING_COLUMNS.len()]>,
     annotations: Option<&'a MapArray>,
     /// The number of the batch's first row in the whole table, for error messages.
     first_row: u64,
@@ -328,9 +366,12 @@ pub struct BatchView<'a> {
 impl<'a> BatchView<'a> {
     pub fn new(layout: &Layout, batch: &'a RecordBatch, first_row: u64) -> Self {
         let column = |i: Option<usize>| i.map_or(TextColumn::Absent, |i| TextColumn::of(batch.column(i).as_ref()));
+        let strings: [TextColumn<'a>; STRING_COLUMNS.len()] = std::array::from_fn(|k| column(layout.strings[k]));
+        let direct = strings.iter().map(Direct::of).collect::<Option<Vec<_>>>().and_then(|d| d.try_into().ok());
         BatchView {
             times: Times::of(batch.column(layout.time).as_ref()),
-            strings: std::array::from_fn(|k| column(layout.strings[k])),
+            strings,
+            direct,
             annotations: layout
                 .annotations
                 .map(|i| batch.column(i))
@@ -364,8 +405,17 @@ impl<'a> BatchView<'a> {
             &mut r.reason,
             &mut r.message,
         ];
-        for (field, column) in fields.into_iter().zip(&self.strings) {
-            *field = Cow::Borrowed(column.get(row));
+        match &self.direct {
+            Some(columns) => {
+                for (field, column) in fields.into_iter().zip(columns) {
+                    *field = Cow::Borrowed(column.get(row));
+                }
+            }
+            None => {
+                for (field, column) in fields.into_iter().zip(&self.strings) {
+                    *field = Cow::Borrowed(column.get(row));
+                }
+            }
         }
         if self.annotations.is_some() {
             r.annotations = self.annotations(row);
@@ -381,6 +431,60 @@ impl<'a> BatchView<'a> {
     }
 }
 
+/// `validate_full`, with utf8 and large_utf8 values checked in whole passes over the offsets and the data
+/// rather than value by value (most of a replay's table import otherwise).
+fn validate(column: &dyn Array) -> std::result::Result<(), ArrowError> {
+    match column.data_type() {
+        DataType::Utf8 => validate_strings(column.as_string::<i32>()),
+        DataType::LargeUtf8 => validate_strings(column.as_string::<i64>()),
+        _ => column.to_data().validate_full(),
+    }
+}
+
+fn validate_strings<O: arrow_array::OffsetSizeTrait>(
+    strings: &arrow_array::GenericStringArray<O>,
+) -> std::result::Result<(), ArrowError> {
+    // Buffer sizes, and the first and last offsets within the data; then the null count.
+    let data = strings.to_data();
+    data.validate()?;
+    data.validate_nulls()?;
+    let invalid = |what: &str| Err(ArrowError::InvalidArgumentError(what.to_owned()));
+    let offsets = strings.value_offsets();
+    // Non-negative and not decreasing: with `validate`, every offset is then within the data.
+    if offsets.first().is_some_and(|o| *o < O::zero()) || offsets.windows(2).any(|w| w[0] > w[1]) {
+        return invalid("offsets are negative or decreasing");
+    }
+    let (Some(first), Some(last)) = (offsets.first(), offsets.last()) else { return Ok(()) };
+    let values = &strings.values().as_slice()[first.as_usize()..last.as_usize()];
+    if values.is_ascii() {
+        return Ok(());
+    }
+    let Ok(text) = std::str::from_utf8(values) else { return invalid("invalid UTF-8") };
+    if offsets.iter().all(|o| text.is_char_boundary(o.as_usize() - first.as_usize())) {
+        Ok(())
+    } else {
+        invalid("an offset splits a UTF-8 character")
+    }
+}
+
+/// Checks a batch of the layout's schema whose first row is row `first` of the table: rows are read without
+/// checking offsets, UTF-8 or dictionary keys, so data from another library through the C interface is
+/// checked once here instead.
+fn check(layout: &Layout, b: &RecordBatch, first: u64) -> Result<()> {
+    for (field, column) in b.schema_ref().fields().iter().zip(b.columns()) {
+        validate(column.as_ref())
+            .map_err(|e| Error::value(field.name().as_str(), format!("invalid Arrow data: {e}")))?;
+    }
+    let times = b.column(layout.time);
+    if let Some(row) = (0..times.len()).find(|&i| times.is_null(i)) {
+        return Err(Error::value(
+            format!("row {}: {TIME_COLUMN}", first + row as u64),
+            "null (every record needs its time)",
+        ));
+    }
+    Ok(())
+}
+
 /// A trace held as Arrow record batches, checked once; shared by the threads of a sweep.
 pub struct Table {
     layout: Layout,
@@ -391,29 +495,68 @@ pub struct Table {
 
 impl Table {
     pub fn new(schema: &Schema, batches: Vec<RecordBatch>) -> Result<Self> {
-        let layout = Layout::new(schema)?;
-        let mut starts = Vec::with_capacity(batches.len());
-        let mut first = 0u64;
-        for b in &batches {
-            // Rows are read without checking offsets, UTF-8 or dictionary keys; data from another library
-            // through the C interface is checked once here instead.
-            for (field, column) in b.schema_ref().fields().iter().zip(b.columns()) {
-                column
-                    .to_data()
-                    .validate_full()
-                    .map_err(|e| Error::value(field.name().as_str(), format!("invalid Arrow data: {e}")))?;
-            }
-            let times = b.column(layout.time);
-            if let Some(row) = (0..times.len()).find(|&i| times.is_null(i)) {
-                return Err(Error::value(
-                    format!("row {}: {TIME_COLUMN}", first + row as u64),
-                    "null (every record needs its time)",
-                ));
-            }
-            starts.push(first);
-            first += b.num_rows() as u64;
+        let mut table = Table::empty(schema)?;
+        table.batches.reserve(batches.len());
+        for b in batches {
+            table.push(b)?;
         }
-        Ok(Table { layout, batches, starts })
+        Ok(table)
+    }
+
+    fn empty(schema: &Schema) -> Result<Self> {
+        Ok(Table { layout: Layout::new(schema)?, batches: Vec::new(), starts: Vec::new() })
+    }
+
+    /// Appends a batch of the table's schema, checked.
+    fn push(&mut self, b: RecordBatch) -> Result<()> {
+        check(&self.layout, &b, self.rows())?;
+        self.starts.push(self.rows());
+        self.batches.push(b);
+        Ok(())
+    }
+
+    fn rows(&self) -> u64 {
+        self.starts.last().zip(self.batches.last()).map_or(0, |(s, b)| s + b.num_rows() as u64)
+    }
+
+    /// Hands every record of a stream of batches (of `schema`, from `next` until it returns None) to `f`, as
+    /// they arrive: a thread of its own pulls and checks up to `READ_AHEAD` batches ahead, so that decoding
+    /// them (a Parquet file's) overlaps the replay. Returns the table they make, to be replayed again.
+    pub fn each_streamed(
+        schema: &Schema,
+        mut next: impl FnMut() -> Option<Result<RecordBatch>> + Send,
+        mut f: impl FnMut(&Record<'_>) -> Result<()>,
+    ) -> Result<Table> {
+        const READ_AHEAD: usize = 2;
+        let mut table = Table::empty(schema)?;
+        let layout = table.layout.clone();
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(READ_AHEAD);
+            let reader = move || {
+                let mut rows = 0;
+                while let Some(b) = next() {
+                    let b = b.and_then(|b| check(&layout, &b, rows).map(|()| b));
+                    rows += b.as_ref().map_or(0, |b| b.num_rows() as u64);
+                    // An error ends the stream; so does a replay that stopped listening.
+                    if b.is_err() | tx.send(b).is_err() {
+                        break;
+                    }
+                }
+            };
+            threads::spawn_scoped(scope, "trace-reader", reader)?;
+            for b in rx {
+                let b = b?;
+                table.starts.push(table.rows());
+                table.batches.push(b);
+                let view = table.view(table.batches.len() - 1);
+                let mut record = Record::default();
+                for row in 0..view.rows() {
+                    view.fill(row, &mut record)?;
+                    f(&record)?;
+                }
+            }
+            Ok(table)
+        })
     }
 
     pub fn batches(&self) -> usize {
@@ -671,6 +814,88 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(got, vec![want(5, "Pod", "p-1", "BackOff"), want(6, "", "p-2", "")]);
+    }
+
+    #[test]
+    fn string_values_are_checked_once_and_bad_ones_named() {
+        use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
+        fn strings<O: arrow_array::OffsetSizeTrait>(offsets: &[usize], data: &[u8]) -> ArrayRef {
+            let offsets = offsets.iter().map(|&o| O::from_usize(o).unwrap()).collect::<Vec<O>>();
+            // SAFETY: none; the arrays are deliberately invalid, which is what `Table::new` must catch.
+            Arc::new(unsafe {
+                arrow_array::GenericStringArray::<O>::new_unchecked(
+                    OffsetBuffer::new_unchecked(ScalarBuffer::from(offsets)),
+                    Buffer::from(data.to_vec()),
+                    None,
+                )
+            })
+        }
+        let table = |message: ArrayRef| {
+            let (schema, b) = batch(vec![
+                ("t_ns", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+                ("involved.name", Arc::new(StringArray::from(vec!["a", "b"]))),
+                ("message", message),
+            ]);
+            Table::new(&schema, vec![b])
+        };
+        let e = "é".as_bytes();
+        let ok = [e, b"x"].concat();
+        for good in [strings::<i32>(&[0, 2, 3], &ok), strings::<i64>(&[0, 2, 3], &ok)] {
+            let t = table(good).unwrap();
+            let messages: Vec<_> = records(&t).unwrap().into_iter().map(|r| r.message.into_owned()).collect();
+            assert_eq!(messages, ["é", "x"]);
+        }
+        let bad = [
+            (strings::<i32>(&[0, 2, 1], &ok), "offsets are negative or decreasing"),
+            (strings::<i64>(&[0, 1, 3], &ok), "an offset splits a UTF-8 character"),
+            (strings::<i32>(&[0, 1, 2], &[b'a', 0xff]), "invalid UTF-8"),
+            (strings::<i32>(&[0, 1, 9], b"ab"), "Last offset 9"),
+        ];
+        for (column, why) in bad {
+            let Err(err) = table(column) else { panic!("accepted: {why}") };
+            let err = err.to_string();
+            assert!(err.starts_with("message: invalid Arrow data: ") && err.contains(why), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_stream_is_replayed_as_it_arrives_and_kept() {
+        let (schema, b) = batch(vec![
+            ("t_ns", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef),
+            ("involved.name", Arc::new(StringArray::from(vec!["a", "b", "c"]))),
+        ]);
+        let (_, null) = batch(vec![
+            ("t_ns", Arc::new(Int64Array::from(vec![Some(4), None])) as ArrayRef),
+            ("involved.name", Arc::new(StringArray::from(vec!["d", "e"]))),
+        ]);
+        let stream = |batches: Vec<Result<RecordBatch>>| {
+            let mut it = batches.into_iter();
+            move || it.next()
+        };
+        let mut seen = vec![];
+        let t = Table::each_streamed(&schema, stream(vec![Ok(b.clone()), Ok(b.clone())]), |r| {
+            seen.push(r.clone().into_owned());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, records(&Table::new(&schema, vec![b.clone(), b.clone()]).unwrap()).unwrap());
+        assert_eq!(records(&t).unwrap(), seen, "the table kept replays the same");
+        // A bad batch, or an error of the stream, ends the replay after the batches before it.
+        let mut n = 0;
+        let err = Table::each_streamed(&schema, stream(vec![Ok(b.clone()), Ok(null)]), |_| {
+            n += 1;
+            Ok(())
+        })
+        .err()
+        .unwrap();
+        assert_eq!((err.to_string(), n), ("row 4: t_ns: null (every record needs its time)".into(), 3));
+        let failing = stream(vec![Ok(b.clone()), Err(Error::value("", "disk gone"))]);
+        let err = Table::each_streamed(&schema, failing, |_| Ok(())).err().unwrap();
+        assert_eq!(err.to_string(), "disk gone");
+        // A replay that fails stops an endless stream's reader.
+        let endless = move || Some(Ok(b.clone()));
+        let err = Table::each_streamed(&schema, endless, |_| Err(Error::value("", "stop"))).err().unwrap();
+        assert_eq!(err.to_string(), "stop");
     }
 
     #[test]
