@@ -262,11 +262,10 @@ impl EventCorrelator {
     /// resourceVersion, count, firstTimestamp): the key and its log are known then, saving the key's rebuild
     /// and lookup (a replay's every write).
     pub fn update_last_state(&mut self, event: &Event) {
-        if !self.last_logged {
-            return self.update_state(event);
+        debug_assert!(!self.last_logged || self.event_key == keys::event_key(event).as_bytes(), "not the last event");
+        if !(self.last_logged && self.observer.update_front(event, &self.event_key)) {
+            self.update_state(event);
         }
-        debug_assert_eq!(self.event_key, keys::event_key(event).into_bytes(), "not the event last correlated");
-        self.observer.update_front(event, &self.event_key);
     }
 
     /// Entries in the (aggregator, observer, spam filter) caches.

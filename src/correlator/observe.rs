@@ -65,11 +65,13 @@ impl Observer {
         self.cache.add(hash, key).0.set(event);
     }
 
-    /// `update_state` of the most recently used key, `key`.
-    pub fn update_front(&mut self, event: &Event, key: &[u8]) {
-        let (front, log) = self.cache.front_mut().expect("an observed key");
-        debug_assert_eq!(front, key);
+    /// `update_state` of `key`, which must be the most recently used key (checked in debug builds; the
+    /// correlator knows it is): no lookup. False, and nothing done, when the cache is empty.
+    pub fn update_front(&mut self, event: &Event, key: &[u8]) -> bool {
+        let Some((front, log)) = self.cache.front_mut() else { return false };
+        debug_assert_eq!(front, key, "not the most recently used key");
         log.set(event);
+        true
     }
 
     pub fn len(&self) -> usize {
