@@ -75,9 +75,9 @@ pub fn enter_thread() -> Option<Pass> {
     Some(Pass(()))
 }
 
-/// Runs `f` outside the interpreter, the thread's pass (if it holds one) given up meanwhile, and enters again
-/// before the thread goes back in: a thread that finds the gate closed then parks, unless it is the closer.
-/// `step_out` comes before `f` leaves the interpreter and `step_in` after it is back: `step(f)` is the middle.
+/// A step outside the interpreter: `Step::out()` gives up the thread's pass (if it holds one) before the
+/// thread leaves, `run(f)` runs `f` outside and enters again before the thread goes back in (a thread that
+/// finds the gate closed then parks, unless it is the closer), and `back_in()` restores the pass once inside.
 pub struct Step {
     counted: bool,
 }

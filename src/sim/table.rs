@@ -510,9 +510,15 @@ impl Table {
     /// Appends a batch of the table's schema, checked.
     fn push(&mut self, b: RecordBatch) -> Result<()> {
         check(&self.layout, &b, self.rows())?;
+        self.append(b);
+        Ok(())
+    }
+
+    /// Appends a batch checked already; returns its index.
+    fn append(&mut self, b: RecordBatch) -> usize {
         self.starts.push(self.rows());
         self.batches.push(b);
-        Ok(())
+        self.batches.len() - 1
     }
 
     fn rows(&self) -> u64 {
@@ -545,10 +551,8 @@ impl Table {
             };
             threads::spawn_scoped(scope, "trace-reader", reader)?;
             for b in rx {
-                let b = b?;
-                table.starts.push(table.rows());
-                table.batches.push(b);
-                let view = table.view(table.batches.len() - 1);
+                let i = table.append(b?);
+                let view = table.view(i);
                 let mut record = Record::default();
                 for row in 0..view.rows() {
                     view.fill(row, &mut record)?;
