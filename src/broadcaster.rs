@@ -2,29 +2,31 @@
 //! watchers log them, hand them to callbacks, or correlate them and write them to a sink with retries.
 //!
 //! Where kubevents goes beyond client-go: every drop is counted, `shutdown` delivers what is queued and waits
-//! for it (with a timeout), and a sink can have several delivery workers while the writes of one event stay
-//! in order.
+//! for it (with a timeout), a sink can have several delivery workers while the writes of one event stay in
+//! order, and a failing sink is reported by `crate::health`'s policy instead of a line per event and retry.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
 use crate::clock::Clock;
-use crate::clock::StopSignal;
 use crate::correlator::{CorrelatorOptions, EventCorrelator, KeyFuncs};
 use crate::error::{Error, Result};
 use crate::event::{make_event_around, Event, EventSource, EventType, ObjectReference, UuidSource};
-use crate::sink::{record_event, Abandoned, ClockSleeper, EventSink, Next, RetryPolicy, SinkCalls, Written};
+use crate::health::{SinkHealth, Step};
+use crate::pipeline::{Pipeline, PipelineOptions, PipelineStats, SinksHealth, BATCH};
+use crate::sink::{record_event, ClockSleeper, EventSink, Next, RetryPolicy, SinkCalls, Written};
 use crate::sync::lock;
 use crate::time::Time;
-use crate::watch::{Activity, Broadcaster, FullChannel, Lane, Stopped};
+use crate::watch::{Activity, FullChannel, Lane, Stopped};
+
+pub use crate::health::Reporter;
 
 /// One recorder call, as queued: the event is built from it on the distribution thread.
 #[derive(Clone, Debug)]
@@ -38,22 +40,12 @@ pub struct Occurrence {
     pub source: Arc<EventSource>,
 }
 
-/// Where the pipeline reports what it drops or abandons (a Python logger, in the bindings).
-pub trait Reporter: Send + Sync {
-    fn warn(&self, message: &str);
-    fn error(&self, message: &str);
-}
-
 /// The broadcaster's settings.
 #[derive(Clone)]
 pub struct Options {
-    pub queue_length: usize,
-    pub full_channel: FullChannel,
+    pub pipeline: PipelineOptions,
     pub retry: RetryPolicy,
     pub correlator: CorrelatorOptions,
-    pub clock: Arc<dyn Clock>,
-    /// How long a recording call may wait for fast watchers that fell behind (`relieve`); zero never waits.
-    pub catch_up_wait: Duration,
 }
 
 #[derive(Default)]
@@ -64,24 +56,14 @@ struct DeliveryCounters {
     writes: SinkCalls,
     retries: AtomicU64,
     abandoned: AtomicU64,
-    handler_errors: AtomicU64,
     correlation_errors: AtomicU64,
-    recorder_waits: AtomicU64,
-    after_shutdown: AtomicU64,
-    /// Deliveries taken off a queue and not finished yet.
-    in_flight: AtomicI64,
 }
 
 /// A snapshot of the counters, in the order `Broadcaster.stats()` lists them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct BroadcasterStats {
-    /// Every `record` call, including those refused after shutdown.
-    pub received: u64,
-    pub dropped_incoming: u64,
-    pub dropped_after_shutdown: u64,
-    /// Each watcher's name and the events its full queue lost, in the order the watchers started.
-    #[serde(serialize_with = "as_map")]
-    pub dropped_watchers: Vec<(String, u64)>,
+    #[serde(flatten)]
+    pub pipeline: PipelineStats,
     pub aggregated: u64,
     pub deduplicated: u64,
     pub skipped: u64,
@@ -96,24 +78,21 @@ pub struct BroadcasterStats {
     /// Recording calls that waited for fast watchers (or the distribution) to catch up.
     pub recorder_waits: u64,
     pub pending: u64,
+    /// Each sink's health, by its watcher's name.
+    pub sinks: SinksHealth,
 }
 
-fn as_map<S: Serializer>(pairs: &[(String, u64)], s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.collect_map(pairs.iter().map(|(k, v)| (k, v)))
-}
-
+type EventPipeline = Pipeline<Occurrence, Arc<Event>>;
 type EventLane = Lane<Arc<Event>>;
 
+/// A started watcher of the core/v1 broadcaster.
+pub type Watcher = crate::pipeline::Watcher<Occurrence, Arc<Event>>;
+
 struct BroadcasterState {
-    mux: Broadcaster<Occurrence, Arc<Event>>,
-    options: Options,
+    pipeline: Arc<EventPipeline>,
+    retry: RetryPolicy,
+    correlator: CorrelatorOptions,
     counters: DeliveryCounters,
-    stop: Arc<StopSignal>,
-    reporter: Arc<dyn Reporter>,
-    watcher_lanes: Mutex<Vec<Arc<EventLane>>>,
-    worker_lanes: Mutex<Vec<Arc<Lane<Job>>>>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
-    next_id: AtomicU64,
 }
 
 /// The event broadcaster.
@@ -121,37 +100,8 @@ pub struct EventBroadcaster {
     shared: Arc<BroadcasterState>,
 }
 
-/// A started watcher; `stop` ends it (what it had queued is discarded, as in client-go).
-pub struct Watcher {
-    shared: Arc<BroadcasterState>,
-    lane: Arc<EventLane>,
-}
-
-impl Watcher {
-    pub fn stop(&self) {
-        self.shared.mux.stop_watching(&self.lane);
-    }
-
-    pub fn name(&self) -> &str {
-        &self.lane.name
-    }
-
-    /// Events this watcher lost to a full queue.
-    pub fn dropped(&self) -> u64 {
-        self.lane.dropped()
-    }
-}
-
-/// How many queued events a watcher takes at once (a Python sink takes the GIL once per batch).
-const BATCH: usize = 512;
-
-thread_local! {
-    /// The current thread is a watcher or delivery thread of some broadcaster.
-    static ON_PIPELINE_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// The default `Options::catch_up_wait`. Only fast watchers are waited for (see `Broadcaster::relieve`),
-/// and each gets through a queue in about this time; on a busy machine their threads may get no CPU for
+/// The default `catch_up_wait`. Only fast watchers are waited for (see `watch::Broadcaster::relieve`), and
+/// each gets through a queue in about this time; on a busy machine their threads may get no CPU for
 /// milliseconds, and without the wait a burst overflows their queues meanwhile.
 pub const DEFAULT_CATCH_UP_WAIT: Duration = Duration::from_millis(5);
 
@@ -184,16 +134,13 @@ pub fn full_channel_option(s: &str) -> Result<FullChannel> {
 impl EventBroadcaster {
     pub fn new(options: Options, reporter: Arc<dyn Reporter>) -> Result<Self> {
         options.correlator.populated()?;
-        if options.queue_length == 0 {
-            return Err(Error::Option("queue_length must be >= 1".into()));
-        }
         if options.retry.max_tries == 0 {
             return Err(Error::Option("max_tries must be >= 1".into()));
         }
         if options.retry.sleep_nanos < 0 {
             return Err(Error::Option("sleep_duration must be >= 0".into()));
         }
-        let mux = Broadcaster::new(options.queue_length, options.full_channel, move |o: Occurrence| {
+        let pipeline = Pipeline::new(options.pipeline, reporter, move |o: Occurrence| {
             // The reference, reason and message move into the event rather than being copied
             // (`make_event_around` expects the reference there already; reason and message follow it).
             let mut event =
@@ -206,72 +153,42 @@ impl EventBroadcaster {
         })?;
         Ok(EventBroadcaster {
             shared: Arc::new(BroadcasterState {
-                mux,
-                options,
+                pipeline,
+                retry: options.retry,
+                correlator: options.correlator,
                 counters: DeliveryCounters::default(),
-                stop: Arc::new(StopSignal::default()),
-                reporter,
-                watcher_lanes: Mutex::new(Vec::new()),
-                worker_lanes: Mutex::new(Vec::new()),
-                threads: Mutex::new(Vec::new()),
-                next_id: AtomicU64::new(1),
             }),
         })
     }
 
+    /// The mux, watchers and sinks' health this broadcaster is made of.
+    pub fn pipeline(&self) -> &Arc<Pipeline<Occurrence, Arc<Event>>> {
+        &self.shared.pipeline
+    }
+
     pub fn clock(&self) -> &Arc<dyn Clock> {
-        &self.shared.options.clock
+        self.shared.pipeline.clock()
     }
 
     /// `ActionOrDrop`: never blocks. `Ok(false)` when the incoming queue is full; every drop is counted,
     /// after shutdown too.
     pub fn record(&self, o: Occurrence) -> std::result::Result<bool, Stopped> {
-        let queued = self.shared.mux.action_or_drop(o);
-        if queued.is_err() {
-            self.shared.counters.after_shutdown.fetch_add(1, Ordering::Relaxed);
-        }
-        queued
+        self.shared.pipeline.record(o)
     }
 
     /// Where the pipeline reports what it drops or abandons.
     pub fn reporter(&self) -> &Arc<dyn Reporter> {
-        &self.shared.reporter
+        &self.shared.pipeline.reporter
     }
 
     /// Some watcher is behind (its queue is more than half full).
     pub fn under_pressure(&self) -> bool {
-        self.shared.mux.under_pressure()
+        self.shared.pipeline.under_pressure()
     }
 
-    /// `Broadcaster::relieve`: a recorder that outpaces fast watchers waits for them, up to
-    /// `Options::catch_up_wait`. Returns whether it waited.
+    /// `Pipeline::relieve`: a recorder that outpaces fast watchers waits for them a moment.
     pub fn relieve(&self) -> bool {
-        let limit = self.shared.options.catch_up_wait;
-        // A callback or sink that records events would wait for the very queues its thread drains.
-        if limit.is_zero() || ON_PIPELINE_THREAD.get() {
-            return false;
-        }
-        let waited = self.shared.mux.relieve(limit);
-        if waited {
-            self.shared.counters.recorder_waits.fetch_add(1, Ordering::Relaxed);
-        }
-        waited
-    }
-
-    fn watch(&self, kind: &str) -> std::result::Result<Arc<EventLane>, Stopped> {
-        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let lane = self.shared.mux.watch(format!("{kind}-{id}"))?;
-        lock(&self.shared.watcher_lanes).push(lane.clone());
-        Ok(lane)
-    }
-
-    fn spawn(&self, name: &str, f: impl FnOnce() + Send + 'static) -> Result<()> {
-        let t = crate::threads::spawn(name, move || {
-            ON_PIPELINE_THREAD.set(true);
-            f()
-        })?;
-        lock(&self.shared.threads).push(t);
-        Ok(())
+        self.shared.pipeline.relieve()
     }
 
     /// `StartEventWatcher`: `handler` gets the events in order, a batch at a time, on a thread of its own.
@@ -279,52 +196,36 @@ impl EventBroadcaster {
     pub fn start_event_watcher(
         &self,
         kind: &str,
-        mut handler: impl FnMut(&[Arc<Event>]) + Send + 'static,
+        handler: impl FnMut(&[Arc<Event>]) + Send + 'static,
     ) -> Result<Watcher> {
-        let lane = self.watch(kind).map_err(|s| Error::Option(s.to_string()))?;
-        let watcher = Watcher { shared: self.shared.clone(), lane: lane.clone() };
-        let shared = self.shared.clone();
-        let l = lane.clone();
-        let spawned = self.spawn(&lane.name, move || {
-            let mut batch = Vec::with_capacity(BATCH);
-            while l.pop_batch(&mut batch, BATCH) {
-                let n = batch.len() as i64;
-                shared.counters.in_flight.fetch_add(n, Ordering::Relaxed);
-                handler(&batch);
-                l.done(batch.len());
-                batch.clear();
-                shared.counters.in_flight.fetch_sub(n, Ordering::Relaxed);
-            }
-        });
-        if let Err(e) = spawned {
-            watcher.stop();
-            return Err(e);
-        }
-        Ok(watcher)
+        self.shared.pipeline.start_event_watcher(kind, handler)
     }
 
-    /// `StartRecordingToSink` with a fresh correlator. With `workers > 1`, up to that many writes run at once:
-    /// a write goes to the worker with the least to do, unless earlier writes of the same event (same
-    /// namespace and name) are still under way, in which case it follows them on their worker, in order.
+    /// `StartRecordingToSink` with a fresh correlator (`sink` names the sink's class in the lines of its
+    /// health). With `workers > 1`, up to that many writes run at once: a write goes to the worker with the
+    /// least to do, unless earlier writes of the same event (same namespace and name) are still under way, in
+    /// which case it follows them on their worker, in order.
     pub fn start_recording_to_sink(
         &self,
         sink: Arc<dyn EventSink>,
         workers: usize,
         funcs: KeyFuncs,
     ) -> Result<Watcher> {
-        let o = &self.shared.options;
-        let correlator = EventCorrelator::new(o.correlator, o.clock.clone(), funcs)?;
-        let lane = self.watch("sink").map_err(|s| Error::Option(s.to_string()))?;
+        let p = &self.shared.pipeline;
+        let correlator = EventCorrelator::new(self.shared.correlator, p.clock().clone(), funcs)?;
+        let lane = p.watch("sink")?;
+        let health = p.sink_health(&lane, sink.describe());
         let writer = Arc::new(Writer {
             shared: self.shared.clone(),
             sink,
+            health,
             correlation: Mutex::new(SinkCorrelation { correlator, outstanding: HashMap::new() }),
             hasher: foldhash::fast::FixedState::with_seed(0),
-            sleeper: ClockSleeper { clock: o.clock.clone(), stop: self.shared.stop.clone() },
+            sleeper: ClockSleeper { clock: p.clock().clone(), stop: p.stop.clone() },
         });
-        let watcher = Watcher { shared: self.shared.clone(), lane: lane.clone() };
+        let watcher = p.watcher(&lane);
         let started = if workers <= 1 {
-            self.spawn(&lane.name.clone(), move || writer.run_alone(&lane))
+            p.spawn(&lane.name.clone(), move || writer.run_alone(&lane))
         } else {
             self.start_workers(writer, lane, workers)
         };
@@ -335,17 +236,18 @@ impl EventBroadcaster {
 
     /// The delivery workers' threads, then the sink watcher's thread that hands them the writes.
     fn start_workers(&self, writer: Arc<Writer>, lane: Arc<EventLane>, workers: usize) -> Result<()> {
+        let p = &self.shared.pipeline;
         let mut worker_lanes: Vec<Arc<Lane<Job>>> = Vec::with_capacity(workers);
         let close_all = |lanes: &[Arc<Lane<Job>>]| lanes.iter().for_each(|wl| wl.close());
         for i in 0..workers {
-            let wl = Arc::new(Lane::new(format!("{}-worker-{i}", lane.name), self.shared.options.queue_length));
-            lock(&self.shared.worker_lanes).push(wl.clone());
+            let wl = Arc::new(Lane::new(format!("{}-worker-{i}", lane.name), p.options.queue_length));
+            p.add_queue(wl.clone());
             worker_lanes.push(wl.clone());
             let writer = writer.clone();
-            self.spawn(&wl.name.clone(), move || writer.run_worker(&wl)).inspect_err(|_| close_all(&worker_lanes))?;
+            p.spawn(&wl.name.clone(), move || writer.run_worker(&wl)).inspect_err(|_| close_all(&worker_lanes))?;
         }
         let started = worker_lanes.clone();
-        self.spawn(&lane.name.clone(), move || writer.run_dispatcher(&lane, &worker_lanes))
+        p.spawn(&lane.name.clone(), move || writer.run_dispatcher(&lane, &worker_lanes))
             .inspect_err(|_| close_all(&started))
     }
 
@@ -353,18 +255,9 @@ impl EventBroadcaster {
     pub fn stats(&self) -> BroadcasterStats {
         let s = &self.shared;
         let c = &s.counters;
-        let lanes = lock(&s.watcher_lanes);
-        let workers = lock(&s.worker_lanes);
-        let queued: usize = s.mux.queued()
-            + lanes.iter().map(|l| l.len()).sum::<usize>()
-            + workers.iter().map(|l| l.len()).sum::<usize>();
-        let in_flight = c.in_flight.load(Ordering::Relaxed).max(0) as u64;
-        let after_shutdown = c.after_shutdown.load(Ordering::Relaxed);
+        let p = &s.pipeline;
         BroadcasterStats {
-            received: s.mux.received() + after_shutdown,
-            dropped_incoming: s.mux.dropped(),
-            dropped_after_shutdown: after_shutdown,
-            dropped_watchers: lanes.iter().map(|l| (l.name.clone(), l.dropped())).collect(),
+            pipeline: p.stats(),
             aggregated: c.aggregated.load(Ordering::Relaxed),
             deduplicated: c.deduplicated.load(Ordering::Relaxed),
             skipped: c.skipped.load(Ordering::Relaxed),
@@ -374,79 +267,36 @@ impl EventBroadcaster {
             patch_errors: c.writes.get(Written::Patched, false),
             retries: c.retries.load(Ordering::Relaxed),
             abandoned: c.abandoned.load(Ordering::Relaxed),
-            handler_errors: c.handler_errors.load(Ordering::Relaxed) + c.correlation_errors.load(Ordering::Relaxed),
-            recorder_waits: c.recorder_waits.load(Ordering::Relaxed),
-            pending: queued as u64 + in_flight,
+            handler_errors: p.handler_errors() + c.correlation_errors.load(Ordering::Relaxed),
+            recorder_waits: p.recorder_waits(),
+            pending: p.pending(),
+            sinks: p.sinks(),
         }
     }
 
-    /// Counts and reports what a callback or logger (`what`) raised (`error`); the watcher goes on. `kept`: the
-    /// error is kept for the next `shutdown()` or `wait_idle()` to raise; else its `traceback`, if given, is
-    /// reported with it.
+    /// Counts and reports what a callback or logger (`what`) raised; see `Pipeline::handler_failed`.
     pub fn handler_failed(&self, what: &str, error: &str, kept: bool, traceback: Option<&str>) {
-        self.shared.counters.handler_errors.fetch_add(1, Ordering::Relaxed);
-        let message = match traceback {
-            _ if kept => format!("{what} raised {error}; the next shutdown() or wait_idle() raises it again"),
-            Some(tb) => format!("{what} raised {error}\n{tb}"),
-            None => format!("{what} raised {error}"),
-        };
-        self.shared.reporter.error(&message);
+        self.shared.pipeline.handler_failed(what, error, kept, traceback)
     }
 
-    /// Nothing can happen any more without the clock moving: every queue is empty or its consumer sleeps
-    /// until a later instant.
+    /// Nothing can happen any more without the clock moving.
     pub fn is_idle(&self) -> bool {
-        let s = &self.shared;
-        if !s.mux.is_idle() {
-            return false;
-        }
-        let Ok(now) = s.options.clock.now() else { return false };
-        lock(&s.watcher_lanes).iter().all(|l| l.is_idle(now)) && lock(&s.worker_lanes).iter().all(|l| l.is_idle(now))
+        self.shared.pipeline.is_idle()
     }
 
     /// Waits until `is_idle`, or the timeout; returns whether idle.
     pub fn wait_idle(&self, timeout: Option<Duration>) -> bool {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let mut pause = Duration::from_micros(20);
-        loop {
-            if self.is_idle() {
-                return true;
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return false;
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(1));
-        }
+        self.shared.pipeline.wait_idle(timeout)
     }
 
-    /// Stops accepting events: the distribution thread distributes what is queued and closes the watchers'
-    /// queues, and every watcher finishes its queue; events that fail get one try each from now on. Does not
-    /// wait (see `wait_shut_down`). Idempotent.
+    /// Stops accepting events; see `Pipeline::begin_shutdown`. Does not wait. Idempotent.
     pub fn begin_shutdown(&self) {
-        self.shared.stop.stop();
-        self.shared.mux.close();
+        self.shared.pipeline.begin_shutdown()
     }
 
-    /// Waits up to `timeout` for every thread of the broadcaster to end after `begin_shutdown`; returns
-    /// whether they all have. Any number of callers may wait at once.
+    /// Waits up to `timeout` for every thread of the broadcaster to end after `begin_shutdown`.
     pub fn wait_shut_down(&self, timeout: Option<Duration>) -> bool {
-        let s = &self.shared;
-        let deadline = timeout.map(|t| Instant::now() + t);
-        loop {
-            let finished = s.mux.is_finished() && {
-                let mut threads = lock(&s.threads);
-                threads.retain(|t| !t.is_finished());
-                threads.is_empty()
-            };
-            if finished {
-                return true;
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return false;
-            }
-            std::thread::sleep(Duration::from_micros(200));
-        }
+        self.shared.pipeline.wait_shut_down(timeout)
     }
 
     /// `begin_shutdown`, then `wait_shut_down`: returns whether everything finished within `timeout` (when
@@ -464,7 +314,7 @@ impl EventBroadcaster {
 
     /// Events the watchers' full queues dropped, all watchers together.
     pub fn watcher_drops(&self) -> u64 {
-        lock(&self.shared.watcher_lanes).iter().map(|l| l.dropped()).sum()
+        self.shared.pipeline.watcher_drops()
     }
 }
 
@@ -472,8 +322,7 @@ impl Drop for EventBroadcaster {
     fn drop(&mut self) {
         // Without a shutdown the watcher threads (which share the queues, not this handle) would wait for
         // events forever: close the queues; the threads deliver what is queued, one try each, and end.
-        self.shared.stop.stop();
-        self.shared.mux.close();
+        self.shared.pipeline.begin_shutdown();
     }
 }
 
@@ -552,6 +401,7 @@ fn least_loaded(workers: &[Arc<Lane<Job>>], added: &[usize]) -> usize {
 struct Writer {
     shared: Arc<BroadcasterState>,
     sink: Arc<dyn EventSink>,
+    health: Arc<SinkHealth>,
     correlation: Mutex<SinkCorrelation>,
     sleeper: ClockSleeper,
     hasher: foldhash::fast::FixedState,
@@ -570,7 +420,7 @@ impl Writer {
                 }
                 if o.skip {
                     counters.skipped.fetch_add(1, Ordering::Relaxed);
-                    counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+                    self.shared.pipeline.in_flight.fetch_sub(1, Ordering::Relaxed);
                     return None;
                 }
                 if event.count > 1 {
@@ -585,7 +435,7 @@ impl Writer {
             Err(e) => {
                 // As client-go: a correlation failure is reported and the event is written as it is.
                 counters.correlation_errors.fetch_add(1, Ordering::Relaxed);
-                self.shared.reporter.error(&format!("event correlation failed: {e}"));
+                self.shared.pipeline.reporter.error(&format!("event correlation failed: {e}"));
                 Vec::new()
             }
         };
@@ -659,7 +509,7 @@ impl Writer {
             });
             for job in jobs.drain(..) {
                 if !workers[job.worker].push(job, FullChannel::Wait) {
-                    self.shared.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+                    self.shared.pipeline.in_flight.fetch_sub(1, Ordering::Relaxed);
                 }
             }
             lane.done(n);
@@ -682,12 +532,12 @@ impl Writer {
 
     /// `n` events taken off the sink watcher's queue are now under way.
     fn took(&self, n: usize) {
-        self.shared.counters.in_flight.fetch_add(n as i64, Ordering::Relaxed);
+        self.shared.pipeline.in_flight.fetch_add(n as i64, Ordering::Relaxed);
     }
 
     /// A write done or abandoned.
     fn finished(&self, progress: &mut Progress<'_, impl Sized>) {
-        self.shared.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.shared.pipeline.in_flight.fetch_sub(1, Ordering::Relaxed);
         progress.done += 1;
     }
 
@@ -728,6 +578,7 @@ impl Writer {
                 }
             });
             progress.report(Instant::now());
+            self.health.tick(self.shared.pipeline.pending());
             if let Some(d) = retry_in {
                 self.sleep_before_retry(lane, d);
             }
@@ -770,22 +621,32 @@ impl Writer {
         }
     }
 
-    /// One try of a job's write, counted; a failure is abandoned (and reported) or retried later.
+    /// One try of a job's write, counted and told to the sink's health; a failure is abandoned or retried
+    /// later.
     fn write(&self, job: &mut Job, rng: &mut SmallRng) -> WriteOutcome {
         let c = &self.shared.counters;
+        let time = job.event.last_timestamp;
         let err = match record_event(&*self.sink, Arc::make_mut(&mut job.event), &job.patch, &c.writes) {
-            Ok((answer, _)) => return WriteOutcome::Written(answer),
+            Ok((answer, _)) => {
+                self.health.succeeded(time, job.attempts.tries);
+                return WriteOutcome::Written(answer);
+            }
             Err(e) => e,
         };
-        let policy = &self.shared.options.retry;
-        match job.attempts.after_failure(err, policy, self.sleeper.stop.is_stopped(), rng) {
+        let policy = &self.shared.retry;
+        let describe = || describe(&job.event);
+        let pending = || self.shared.pipeline.pending();
+        match job.attempts.after_failure(err.clone(), policy, self.sleeper.stop.is_stopped(), rng) {
             Next::Abandon(why) => {
                 c.abandoned.fetch_add(1, Ordering::Relaxed);
-                self.report(&why, &job.event, job.attempts.tries);
+                self.health.failed(&err, Step::GiveUp(&why), time, job.attempts.tries, &describe, pending());
                 WriteOutcome::Abandoned
             }
             Next::SleepThenRetry { delay_nanos } => {
                 c.retries.fetch_add(1, Ordering::Relaxed);
+                let left = policy.max_tries.saturating_sub(job.attempts.tries);
+                let step = Step::Retry { in_nanos: delay_nanos, tries_left: Some(left) };
+                self.health.failed(&err, step, time, job.attempts.tries, &describe, pending());
                 WriteOutcome::Retry { delay_nanos }
             }
         }
@@ -811,17 +672,17 @@ impl Writer {
         }
     }
 
-    fn report(&self, why: &Abandoned, event: &Event, tries: u32) {
-        let r = &event.involved_object;
-        self.shared.reporter.error(&format!(
-            "{why} (after {tries} tries); event {}/{} for {} {}/{}: {} {}",
-            event.metadata.namespace, event.metadata.name, r.kind, r.namespace, r.name, event.reason, event.message
-        ));
-    }
+}
+
+/// An event as the lines of a failing sink show it: the object, type, reason and message.
+fn describe(e: &Event) -> String {
+    let r = &e.involved_object;
+    let object = if r.namespace.is_empty() { r.name.clone() } else { format!("{}/{}", r.namespace, r.name) };
+    format!("{} {object}: {} {}: {:?}", r.kind, e.type_, e.reason, e.message)
 }
 
 /// Go's `strconv.Quote`, as `%#v` prints strings.
-fn go_quote(out: &mut String, s: &str) {
+pub(crate) fn go_quote(out: &mut String, s: &str) {
     out.push('"');
     for ch in s.chars() {
         match ch {

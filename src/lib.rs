@@ -10,6 +10,9 @@ pub mod recorder;
 pub mod reference;
 pub mod sink;
 pub mod watch;
+// what both event APIs share: the pipeline of watchers, and a sink's health
+pub mod health;
+pub mod pipeline;
 // client-go tools/events: events.k8s.io/v1 series
 pub mod series;
 // the kubelet's pod lifecycle event generator and pod status cache

@@ -114,6 +114,17 @@ struct Registry {
 
 static LIVE: Mutex<Registry> = Mutex::new(Registry { entries: Vec::new(), made: BTreeMap::new() });
 
+/// The name a component of `kind` goes by: `name`, or `<kind>-<n>` with n counting the unnamed ones of that
+/// kind made so far.
+pub fn component_name(kind: &'static str, name: Option<String>) -> String {
+    name.unwrap_or_else(|| {
+        let mut live = lock(&LIVE);
+        let n = live.made.entry(kind).or_default();
+        *n += 1;
+        format!("{kind}-{n}")
+    })
+}
+
 /// Registers a component of `kind` named `name` (default: `<kind>-<n>`, n counting the unnamed ones of that
 /// kind). `stats` reads its counters; it holds the component weakly, so that it never keeps it alive, and
 /// answers None once the component is gone.
@@ -126,12 +137,8 @@ pub fn register<T: Send + Sync + 'static, V: Serialize>(
     let weak = Arc::downgrade(component);
     let snapshot: Snapshot = Box::new(move || serde_json::to_value(stats(&*weak.upgrade()?)).ok());
     let birth = Birth::now(kind);
+    let name = component_name(kind, name);
     let mut live = lock(&LIVE);
-    let name = name.unwrap_or_else(|| {
-        let n = live.made.entry(kind).or_default();
-        *n += 1;
-        format!("{kind}-{n}")
-    });
     let entry = Arc::new(Entry { kind, name, birth, snapshot });
     live.entries.retain(|e| e.strong_count() > 0);
     live.entries.push(Arc::downgrade(&entry));

@@ -64,16 +64,10 @@ impl RecorderHub {
     }
 
     /// After a shutdown that finished: warns about the drops at the watchers' queues not warned about yet
-    /// (if no drop warning came in the last `DROP_WARNING_INTERVAL`), and about the events that could not be
-    /// delivered.
+    /// (if no drop warning came in the last `DROP_WARNING_INTERVAL`), then logs the shutdown's summary line.
     pub fn report_shut_down(&self) {
         self.warn_watcher_drops();
-        let abandoned = self.broadcaster.stats().abandoned;
-        if abandoned > 0 {
-            self.broadcaster
-                .reporter()
-                .warn(&format!("shut down: {abandoned} events could not be delivered (see stats())"));
-        }
+        self.broadcaster.pipeline().report_shutdown("shut down", 0);
     }
 
     /// Warns about a drop, unless a drop warning came in the last `DROP_WARNING_INTERVAL`; returns whether it
@@ -85,6 +79,7 @@ impl RecorderHub {
         }
         *last = Some(Instant::now());
         let s = self.broadcaster.stats();
+        let s = s.pipeline;
         let watchers: u64 = s.dropped_watchers.iter().map(|(_, n)| n).sum();
         self.broadcaster.reporter().warn(&format!(
             "dropping events: {why} ({} dropped at the incoming queue, {watchers} at full watcher queues, {} after \

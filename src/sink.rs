@@ -37,20 +37,35 @@ pub struct WriteError {
     pub status: Option<u16>,
     pub verdict: Verdict,
     pub message: String,
+    /// The class of the exception the sink raised (`ApiException`, `ConnectionRefusedError` ...); empty for an
+    /// error of the core.
+    pub kind: String,
+    /// The traceback of an exception that is not an answer of the server, the first time it is seen.
+    pub traceback: Option<String>,
 }
 
 impl WriteError {
     /// An error answered by the server with `status`.
     pub fn status(status: u16, message: impl Into<String>) -> Self {
-        WriteError { status: Some(status), verdict: verdict_for_status(status), message: message.into() }
+        WriteError::new(Some(status), verdict_for_status(status), message)
     }
 
     pub fn retry(message: impl Into<String>) -> Self {
-        WriteError { status: None, verdict: Verdict::Retry, message: message.into() }
+        WriteError::new(None, Verdict::Retry, message)
     }
 
     pub fn give_up(message: impl Into<String>) -> Self {
-        WriteError { status: None, verdict: Verdict::GiveUp, message: message.into() }
+        WriteError::new(None, Verdict::GiveUp, message)
+    }
+
+    fn new(status: Option<u16>, verdict: Verdict, message: impl Into<String>) -> Self {
+        WriteError { status, verdict, message: message.into(), kind: String::new(), traceback: None }
+    }
+
+    /// The error with the class of the exception it came from.
+    pub fn with_kind(mut self, kind: impl Into<String>) -> Self {
+        self.kind = kind.into();
+        self
     }
 
     /// A failed sink call: its HTTP `status` when it has one in 100..=599 (an answer; the message then is the
@@ -248,6 +263,10 @@ pub trait EventSink: Send + Sync {
     /// takes the GIL once for a batch of writes).
     fn batch(&self, f: &mut dyn FnMut()) {
         f()
+    }
+    /// What the lines of the sink's health call it (a Python sink: its class).
+    fn describe(&self) -> String {
+        "sink".to_owned()
     }
 }
 

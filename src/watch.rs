@@ -118,6 +118,17 @@ pub enum Activity {
     Running,
     /// Sleeping until the given instant on the pipeline's clock.
     Sleeping(Time),
+    /// Waiting for items, or for the given instant on the pipeline's clock, whichever comes first.
+    WaitingUntil(Time),
+}
+
+/// What `Lane::pop_batch_until` came back with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Popped {
+    Items,
+    TimedOut,
+    /// The lane is closed (or stopped) and empty.
+    Closed,
 }
 
 struct LaneState<T> {
@@ -241,6 +252,42 @@ impl<T> Lane<T> {
         }
     }
 
+    /// `pop_batch` for a consumer that also has work at an instant of the clock: waits at most `wait` for
+    /// items, marked `WaitingUntil(due)` meanwhile (so that the pipeline is idle only until `due`).
+    pub fn pop_batch_until(&self, out: &mut Vec<T>, max: usize, wait: Duration, due: Time) -> Popped {
+        let deadline = Instant::now() + wait;
+        let mut s = lock(&self.state);
+        loop {
+            if s.stopped {
+                s.items.clear();
+                s.activity = Activity::Waiting;
+                return Popped::Closed;
+            }
+            if !s.items.is_empty() {
+                let n = s.items.len().min(max);
+                out.extend(s.items.drain(..n));
+                s.activity = Activity::Running;
+                if s.producers_waiting > 0 {
+                    self.space.notify_all();
+                }
+                self.pace.took(n, self.pace.now());
+                return Popped::Items;
+            }
+            if s.closed {
+                s.activity = Activity::Waiting;
+                return Popped::Closed;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Popped::TimedOut;
+            }
+            s.activity = Activity::WaitingUntil(due);
+            s.consumer_parked = true;
+            s = self.ready.wait_timeout(s, left).unwrap_or_else(|p| p.into_inner()).0;
+            s.consumer_parked = false;
+        }
+    }
+
     pub fn set_activity(&self, a: Activity) {
         lock(&self.state).activity = a;
     }
@@ -321,6 +368,7 @@ impl<T> Lane<T> {
             Activity::Waiting => s.items.is_empty() || s.stopped,
             Activity::Running => false,
             Activity::Sleeping(until) => until > now,
+            Activity::WaitingUntil(until) => until > now && (s.items.is_empty() || s.stopped),
         }
     }
 }

@@ -247,6 +247,23 @@ class _Sink(Protocol):
     def create(self, event: _Event, /) -> Any: ...
     def patch(self, event: _Event, patch: bytes, /) -> Any: ...
 
+class _LastError(TypedDict):
+    type: str
+    status: int | None
+    message: str
+
+class _SinkHealth(TypedDict):
+    """A sink's health: its class, whether its last write succeeded, since when it fails, its last success
+    (RFC 3339 on the broadcaster's clock), its last error, failed writes, and events given up by reason."""
+
+    sink: str
+    up: bool
+    failing_since: str | None
+    last_success: str | None
+    last_error: _LastError | None
+    failed_writes: int
+    given_up: dict[str, int]
+
 class _Stats(TypedDict):
     received: int
     dropped_incoming: int
@@ -264,14 +281,15 @@ class _Stats(TypedDict):
     handler_errors: int
     recorder_waits: int
     pending: int
+    sinks: dict[str, _SinkHealth]
 
 @final
 class Watcher:
-    """A started watcher of a ``Broadcaster``."""
+    """A started watcher of a ``Broadcaster`` or an ``EventsBroadcaster``."""
 
     @property
     def name(self) -> str:
-        """The watcher's name in ``Broadcaster.stats()["dropped_watchers"]``."""
+        """The watcher's name in the broadcaster's ``stats()["dropped_watchers"]``."""
     @property
     def dropped(self) -> int:
         """Events this watcher lost because its queue was full."""
@@ -333,8 +351,9 @@ class Broadcaster:
     ``catch_up_wait`` (seconds, default 0.005) is how long a recorder call may wait, without the GIL, for fast
     watchers whose queue it left more than half full; 0 never waits, and full queues drop as in client-go.
 
-    ``name`` labels its metrics (``kubevents.metrics``); by default ``Broadcaster-<n>``, n counting the
-    unnamed broadcasters made in this process.
+    ``name`` labels its metrics (``kubevents.metrics``) and its log lines; by default ``Broadcaster-<n>``, n
+    counting the unnamed broadcasters made in this process. A failing sink logs at most one line per
+    ``log_interval`` seconds (30 by default) while it fails (see "What an operator sees in an outage").
     """
 
     def __new__(
@@ -355,6 +374,7 @@ class Broadcaster:
         spam_key_func: Callable[[_Event], str] | None = None,
         catch_up_wait: _DurationLike | None = None,
         name: str | None = None,
+        log_interval: _DurationLike | None = None,
     ) -> Self: ...
     @property
     def name(self) -> str:
@@ -439,14 +459,37 @@ class RecorderCheck:
 
 # -- events.k8s.io/v1 recording --
 
-__all__ += ["DEFAULT_EVENTS_V1_CACHE_SIZE", "EventsV1Engine", "series_patch", "truncate_note"]
+__all__ += [
+    "DEFAULT_EVENTS_V1_CACHE_SIZE",
+    "EventsBroadcaster",
+    "EventsRecorder",
+    "EventsRecorderCheck",
+    "series_patch",
+    "truncate_note",
+]
 
 DEFAULT_EVENTS_V1_CACHE_SIZE: int
 """The default bound of the events.k8s.io/v1 series cache (client-go's is unbounded)."""
 
-class _EventsV1Stats(TypedDict):
-    observed: int
+_EventV1: TypeAlias = dict[str, Any]
+"""An events.k8s.io/v1 Event in the Kubernetes JSON shape (camelCase keys, RFC 3339 timestamps)."""
+
+class _EventsStats(TypedDict):
+    received: int
+    dropped_incoming: int
+    dropped_after_shutdown: int
+    dropped_watchers: dict[str, int]
     created: int
+    patched: int
+    create_errors: int
+    patch_errors: int
+    retries: int
+    abandoned: int
+    handler_errors: int
+    recorder_waits: int
+    pending: int
+    observed: int
+    first_occurrences: int
     series_started: int
     counted: int
     refresh_writes: int
@@ -457,39 +500,99 @@ class _EventsV1Stats(TypedDict):
     shutdown_writes: int
     writes_ok: int
     write_errors: int
-    sink_creates: int
-    sink_create_errors: int
-    sink_patches: int
-    sink_patch_errors: int
-    retries: int
-    abandoned: int
     finish_rounds: int
     refresh_rounds: int
     pending_retries: int
     cache_len: int
-    received: int
-    queued: int
-    dropped: int
-    dropped_after_shutdown: int
     truncated_notes: int
     last_error: str | None
+    sinks: dict[str, _SinkHealth]
+
+class _SinkV1(Protocol):
+    """A sink of events.k8s.io/v1 events: ``create(event)`` and ``patch(event, patch_bytes)``, plain or
+    ``async def``, each returning the stored event (or None: written as sent)."""
+
+    def create(self, event: _EventV1, /) -> Any: ...
+    def patch(self, event: _EventV1, patch: bytes, /) -> Any: ...
 
 @final
-class EventsV1Engine:
-    """The events.k8s.io/v1 recording engine behind ``kubevents.EventsBroadcaster``: a series cache, its
-    timers and retries, run on a thread of its own against a sink."""
+class EventsBroadcaster:
+    """client-go's ``tools/events`` ``EventBroadcaster``: events.k8s.io/v1 events grouped into series and
+    written to a sink with client-go's retries; a peer of ``Broadcaster`` on the same pipeline (watchers,
+    drops counted, sink health, outage lines, shutdown and exit flush).
+
+    Retries are at most ``max_tries`` attempts in all, ``sleep_duration`` seconds (jittered up to +25 %) apart
+    on ``clock``; as in client-go, a 404 on a series patch turns into a create, and a 409 on the create of a
+    series is retried. ``cache_size`` bounds the series cache. ``queue_length`` bounds the incoming queue and
+    each watcher's (client-go: 1000); beyond it events are dropped and counted. ``catch_up_wait``, ``name``
+    and ``log_interval`` are ``Broadcaster``'s. ``seed`` fixes the retry jitter (for reproducible tests).
+
+    A ``KeyboardInterrupt`` or ``SystemExit`` raised in the sink abandons that event and is raised again by
+    the next ``shutdown()`` or ``wait_idle()``. A broadcaster that is recording or has watchers and is not
+    shut down is flushed at exit (``kubevents.set_exit_timeout``). One created before ``os.fork()`` raises
+    ``RuntimeError`` in the child.
+    """
 
     def __new__(
         cls,
-        sink: Any,
         *,
         clock: _ClockLike | None = None,
         sleep_duration: _DurationLike | None = None,
         max_tries: int = 12,
         cache_size: int = 4096,
+        queue_length: int = 1000,
+        catch_up_wait: _DurationLike | None = None,
+        name: str | None = None,
+        log_interval: _DurationLike | None = None,
         seed: int | None = None,
     ) -> Self: ...
-    def record(
+    @property
+    def name(self) -> str:
+        """The name that labels this broadcaster's metrics (``kubevents.metrics``) and its log lines."""
+    def new_recorder(self, reporting_controller: str, reporting_instance: str | None = None) -> EventsRecorder:
+        """A recorder for ``reporting_controller``; the instance defaults to ``<controller>-<hostname>``."""
+    def start_recording_to_sink(self, sink: _SinkV1) -> Watcher:
+        """Every later event goes through the series cache to ``sink``; async methods run on the loop running
+        now. Once per broadcaster."""
+    def start_event_watcher(self, callback: Callable[[_EventV1], object]) -> Watcher:
+        """Calls ``callback(event)`` for every later event, in order, on a thread of the broadcaster."""
+    def start_structured_logging(self, logger: logging.Logger | Callable[[str], object] | None = None) -> Watcher:
+        """Logs every later event as client-go's ``StartStructuredLogging`` does (``Event occurred
+        object="ns/name" kind=... apiVersion=... type=... reason=... action=... note=...``)."""
+    def wait_idle(self, timeout: _DurationLike | None = None) -> bool:
+        """Waits until every event recorded so far and everything due at the clock's present (retries,
+        rounds) has been handled; False if ``timeout`` passed first. Interrupted by Ctrl-C; raises a
+        ``KeyboardInterrupt`` or ``SystemExit`` the sink raised; ``RuntimeError`` from the sink or on the
+        asyncio loop of an async sink."""
+    def shutdown(self, timeout: _DurationLike | None = None) -> _EventsStats:
+        """Writes what is queued, gives every pending retry one last attempt and every live series its final
+        count; returns the final stats, or raises ``TimeoutError`` (the rest finishes in the background)."""
+    def aclose(self, timeout: _DurationLike | None = None) -> Awaitable[_EventsStats]:
+        """``shutdown()`` for a coroutine: runs it off the loop, which goes on running an async sink."""
+    def stats(self) -> _EventsStats:
+        """The counters, as ``Broadcaster.stats()``'s where both APIs have them, then the series cache's;
+        never waits for a sink call."""
+    def _exit_flush(self, timeout: float) -> tuple[str, int]: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(self, *exc: object) -> None: ...
+    def __aenter__(self) -> Awaitable[Self]: ...
+    def __aexit__(self, *exc: object) -> Awaitable[_EventsStats]: ...
+
+@final
+class EventsRecorder:
+    """client-go's ``tools/events`` ``EventRecorder`` for one reporting controller and instance (made by
+    ``EventsBroadcaster.new_recorder``); ``eventf`` never blocks. ``type`` must be ``"Normal"`` or
+    ``"Warning"``; ``regarding`` and ``related`` are objects as ``Recorder`` takes them."""
+
+    @property
+    def reporting_controller(self) -> str: ...
+    @property
+    def reporting_instance(self) -> str: ...
+    def eventf(
+        self, regarding: Any, related: Any, type: str, reason: str, action: str, note: str, *args: Any
+    ) -> None:
+        """Records an event about ``regarding`` (and ``related``): ``note % args`` when args are given."""
+    def annotated_eventf(
         self,
         regarding: Any,
         related: Any,
@@ -498,27 +601,30 @@ class EventsV1Engine:
         reason: str,
         action: str,
         note: str,
-        reporting_controller: str,
-        reporting_instance: str,
-        want_event: bool = False,
-    ) -> dict[str, Any] | None:
-        """Makes the event of one occurrence at the clock's present and hands it to the engine thread if it
-        is recording; returns the event as a dict when ``want_event`` is true."""
-    def start(self) -> None:
-        """Starts the engine thread: events recorded from now on reach the sink."""
-    def check(self, blocking: str | None = None) -> None:
-        """``RuntimeError`` if the engine was created before ``os.fork()``, or if the blocking call named
-        ``blocking`` is made from the sink (on the engine thread) or on the asyncio loop of an async sink."""
-    def wait_idle(self, timeout: _DurationLike | None = None) -> bool:
-        """Waits until every queued event and everything due at the clock's present has been handled.
-        Interrupted by Ctrl-C; raises a ``KeyboardInterrupt`` or ``SystemExit`` the sink raised."""
-    def shutdown(self, timeout: _DurationLike | None = None) -> bool:
-        """Writes what is queued and pending and every live series' final count, then ends the thread;
-        False if ``timeout`` ran out first. Any number of callers may wait at once; interrupted by Ctrl-C;
-        raises a ``KeyboardInterrupt`` or ``SystemExit`` the sink raised."""
-    def _exit_flush(self, timeout: float) -> int: ...
-    def stats(self) -> _EventsV1Stats:
-        """Counters: series decisions, sink writes, drops; never waits for a sink call."""
+        *args: Any,
+    ) -> None:
+        """``eventf`` with annotations on the event's metadata."""
+
+@final
+class EventsRecorderCheck:
+    """The checks of ``EventsRecorder``'s methods, for ``kubevents.testing.FakeEventsRecorder``: each raises
+    what the ``EventsRecorder`` method of its name raises, and returns the note and the event it would record."""
+
+    def __new__(cls) -> Self: ...
+    def eventf(
+        self, regarding: Any, related: Any, type: str, reason: str, action: str, note: str, *args: Any
+    ) -> tuple[str, _EventV1]: ...
+    def annotated_eventf(
+        self,
+        regarding: Any,
+        related: Any,
+        annotations: Mapping[str, str] | None,
+        type: str,
+        reason: str,
+        action: str,
+        note: str,
+        *args: Any,
+    ) -> tuple[str, _EventV1]: ...
 
 def truncate_note(note: str) -> str:
     """``note`` cut to the API server's 1024-byte limit at a UTF-8 boundary with a ``" ..."`` suffix, or

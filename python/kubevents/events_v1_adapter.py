@@ -6,7 +6,7 @@ Example (with the official client)::
     import kubernetes
     kubernetes.config.load_kube_config()
     adapter = kubevents.new_event_broadcaster_adapter(kubernetes.client.ApiClient())
-    adapter.start_recording_to_sink()
+    adapter.start_recording_to_sink()  # logs which API it records to
     recorder = adapter.new_recorder("my-controller")
     recorder.eventf(pod, None, "Normal", "Synced", "Sync", "synced %s", name)
     adapter.shutdown()
@@ -14,12 +14,14 @@ Example (with the official client)::
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kubevents._native import Broadcaster, Recorder
-from kubevents.events_v1 import EventsBroadcaster, EventsRecorder, EventsV1Sink
-from kubevents.sinks import DEFAULT_REQUEST_TIMEOUT, CoreV1Sink, _request_timeout_arg
+from kubevents._native import Broadcaster, EventsBroadcaster, EventsRecorder, Recorder
+from kubevents.sinks import DEFAULT_REQUEST_TIMEOUT, CoreV1Sink, EventsV1Sink, _request_timeout_arg
+
+_logger = logging.getLogger("kubevents")
 
 __all__ = ["EventBroadcasterAdapter", "new_event_broadcaster_adapter"]
 
@@ -64,20 +66,25 @@ class EventBroadcasterAdapter:
 
         self._request_timeout = _request_timeout_arg(request_timeout)
         self.events_v1: EventsBroadcaster | None = None
+        self._events_v1_sink: EventsV1Sink | None = None
         try:
             k8s.EventsV1Api(api_client).get_api_resources(_request_timeout=self._request_timeout)
-        except Exception:
-            pass
+        except Exception as e:
+            # client-go logs this at V(2); the fallback changes where an operator finds the events.
+            _logger.info(
+                "kubevents: the API server does not serve events.k8s.io/v1 (%s: %s); recording core/v1 Events",
+                type(e).__name__, e,
+            )
         else:
-            sink = EventsV1Sink(k8s.EventsV1Api(api_client), request_timeout=self._request_timeout)
-            self.events_v1 = EventsBroadcaster(sink, clock=clock)
+            self._events_v1_sink = EventsV1Sink(k8s.EventsV1Api(api_client), request_timeout=self._request_timeout)
+            self.events_v1 = EventsBroadcaster(clock=clock)
         self._core_api = k8s.CoreV1Api(api_client)
         self.core = Broadcaster(clock=clock)
 
     def start_recording_to_sink(self) -> None:
         """Starts both broadcasters writing to the server."""
         if self.events_v1 is not None:
-            self.events_v1.start_recording_to_sink()
+            self.events_v1.start_recording_to_sink(self._events_v1_sink)
         self.core.start_recording_to_sink(CoreV1Sink(self._core_api, request_timeout=self._request_timeout))
 
     def new_recorder(self, name: str) -> EventsRecorder | _LegacyRecorderAdapter:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
 from typing import Any
 
 try:
@@ -33,7 +34,6 @@ except ImportError as e:  # pragma: no cover - exercised in a subprocess by the 
         "kubevents.metrics needs prometheus_client: pip install 'kubevents[metrics]'"
     ) from e
 
-from kubevents import events_v1
 from kubevents._native import _live_components
 
 __all__ = ["KubeventsCollector", "register"]
@@ -54,13 +54,14 @@ _COUNTERS: list[tuple[str, str, dict[str, str]]] = [
      {"Broadcaster": "deduplicated"}),
     ("kubevents_spam_filtered", "Events the correlator's spam filter dropped.", {"Broadcaster": "skipped"}),
     ("kubevents_handler_errors", "Exceptions raised by event watchers, loggers and key functions.",
-     {"Broadcaster": "handler_errors"}),
+     {"Broadcaster": "handler_errors", "EventsBroadcaster": "handler_errors"}),
     ("kubevents_recorder_waits", "Recorder calls that waited for fast watchers to catch up.",
-     {"Broadcaster": "recorder_waits"}),
+     {"Broadcaster": "recorder_waits", "EventsBroadcaster": "recorder_waits"}),
     ("kubevents_notes_truncated", "Notes cut to the API server's 1024-byte limit.",
      {"EventsBroadcaster": "truncated_notes"}),
     ("kubevents_series_observed", "Events that reached the series cache.", {"EventsBroadcaster": "observed"}),
-    ("kubevents_series_created", "First occurrences, created as plain events.", {"EventsBroadcaster": "created"}),
+    ("kubevents_series_first_occurrences", "First occurrences, created as plain events.",
+     {"EventsBroadcaster": "first_occurrences"}),
     ("kubevents_series_started", "Second occurrences, which start a series.",
      {"EventsBroadcaster": "series_started"}),
     ("kubevents_series_counted", "Later occurrences, counted in the cache until a round writes them.",
@@ -85,8 +86,8 @@ _COUNTERS: list[tuple[str, str, dict[str, str]]] = [
 ]
 
 _GAUGES: list[tuple[str, str, dict[str, str]]] = [
-    ("kubevents_queue_length", "Events queued: a Broadcaster's deliveries queued or under way, an "
-     "EventsBroadcaster's events waiting for its engine.", {"Broadcaster": "pending", "EventsBroadcaster": "queued"}),
+    ("kubevents_queue_length", "Events queued or under way, waiting for a retry included.",
+     {"Broadcaster": "pending", "EventsBroadcaster": "pending"}),
     ("kubevents_pending_retries", "Events waiting for a retry.", {"EventsBroadcaster": "pending_retries"}),
     ("kubevents_series_cache_length", "Entries in the series cache.", {"EventsBroadcaster": "cache_len"}),
     ("kubelet_pleg_last_seen_seconds", "Timestamp in seconds when PLEG was last seen active.",
@@ -107,36 +108,24 @@ _HISTOGRAMS: list[tuple[str, str, dict[str, str]]] = [
 ]
 
 
-def _watcher_drops(stats: Mapping[str, Any]) -> int:
-    drops = stats["dropped_watchers"]
-    return sum(drops.values()) if isinstance(drops, Mapping) else int(drops)
+_BROADCASTERS = ("Broadcaster", "EventsBroadcaster")
+
+# (reason, value) for both broadcasters: the drops of `kubevents_events_dropped_total`.
+_DROPS: list[tuple[str, Callable[[Mapping[str, Any]], int]]] = [
+    ("incoming", lambda s: s["dropped_incoming"]),
+    ("watcher", lambda s: sum(s["dropped_watchers"].values())),
+    ("after_shutdown", lambda s: s["dropped_after_shutdown"]),
+]
+
+# (verb, result, stats key) for both broadcasters: `kubevents_sink_writes_total`.
+_WRITES = [
+    ("create", "success", "created"), ("create", "error", "create_errors"),
+    ("patch", "success", "patched"), ("patch", "error", "patch_errors"),
+]
 
 
-# (reason, value) per kind: the drops of `kubevents_events_dropped_total`.
-_DROPS: dict[str, list[tuple[str, Callable[[Mapping[str, Any]], int]]]] = {
-    "Broadcaster": [
-        ("incoming", lambda s: s["dropped_incoming"]),
-        ("watcher", _watcher_drops),
-        ("after_shutdown", lambda s: s["dropped_after_shutdown"]),
-    ],
-    "EventsBroadcaster": [
-        ("incoming", lambda s: s["dropped"] - s["dropped_after_shutdown"]),
-        ("watcher", _watcher_drops),
-        ("after_shutdown", lambda s: s["dropped_after_shutdown"]),
-    ],
-}
-
-# (verb, result, stats key) per kind: `kubevents_sink_writes_total`.
-_WRITES: dict[str, list[tuple[str, str, str]]] = {
-    "Broadcaster": [
-        ("create", "success", "created"), ("create", "error", "create_errors"),
-        ("patch", "success", "patched"), ("patch", "error", "patch_errors"),
-    ],
-    "EventsBroadcaster": [
-        ("create", "success", "sink_creates"), ("create", "error", "sink_create_errors"),
-        ("patch", "success", "sink_patches"), ("patch", "error", "sink_patch_errors"),
-    ],
-}
+def _epoch(rfc3339: str) -> float:
+    return datetime.fromisoformat(rfc3339).timestamp()
 
 _SERIES_WRITES = [("refresh", "refresh_writes"), ("finish", "finish_writes"), ("evicted", "evicted_writes"),
                   ("shutdown", "shutdown_writes")]
@@ -183,11 +172,25 @@ def _families(components: Iterable[tuple[str, str, Mapping[str, Any]]]) -> list[
                                  labels=[*_LABELS, "round"])
     containers = GaugeMetricFamily("kubelet_running_containers", "Number of containers currently running",
                                    labels=[*_LABELS, "container_state"])
+    sink_labels = [*_LABELS, "sink"]
+    sink_up = GaugeMetricFamily("kubevents_sink_up", "1 while the sink's last write succeeded (or none was made "
+                                "yet), 0 while it fails.", labels=sink_labels)
+    last_success = GaugeMetricFamily("kubevents_sink_last_success_timestamp_seconds", "When the sink's last "
+                                     "successful write ended, on the broadcaster's clock.", labels=sink_labels)
+    given_up = CounterMetricFamily("kubevents_sink_given_up", "Events the sink gave up, by reason.",
+                                   labels=[*sink_labels, "reason"])
     for kind, name, s in components:
-        for reason, f in _DROPS.get(kind, []):
-            dropped.add_metric([kind, name, reason], f(s))
-        for verb, result, key in _WRITES.get(kind, []):
-            writes.add_metric([kind, name, verb, result], s[key])
+        if kind in _BROADCASTERS:
+            for reason, f in _DROPS:
+                dropped.add_metric([kind, name, reason], f(s))
+            for verb, result, key in _WRITES:
+                writes.add_metric([kind, name, verb, result], s[key])
+            for sink, h in s["sinks"].items():
+                sink_up.add_metric([kind, name, sink], 1 if h["up"] else 0)
+                if h["last_success"] is not None:
+                    last_success.add_metric([kind, name, sink], _epoch(h["last_success"]))
+                for reason, n in h["given_up"].items():
+                    given_up.add_metric([kind, name, sink, reason], n)
         if kind == "EventsBroadcaster":
             for cause, key in _SERIES_WRITES:
                 series_writes.add_metric([kind, name, cause], s[key])
@@ -196,19 +199,12 @@ def _families(components: Iterable[tuple[str, str, Mapping[str, Any]]]) -> list[
         if kind == "GenericPLEG":
             for state, n in s["running_containers"].items():
                 containers.add_metric([kind, name, state], n)
-    return [*out, dropped, writes, series_writes, rounds, containers]
+    return [*out, dropped, writes, series_writes, rounds, containers, sink_up, last_success, given_up]
 
 
 def _components() -> list[tuple[str, str, Mapping[str, Any]]]:
-    """Every live component as ``(kind, name, stats)``: the native ones, then the ``EventsBroadcaster``s."""
-    out: list[tuple[str, str, Mapping[str, Any]]] = [(c["kind"], c["name"], c["stats"]) for c in _live_components()]
-    for b in list(events_v1._live):
-        try:
-            out.append(("EventsBroadcaster", b.name, b.stats()))
-        except RuntimeError:
-            # Made before os.fork(): unusable in this process.
-            continue
-    return out
+    """Every live component as ``(kind, name, stats)``."""
+    return [(c["kind"], c["name"], c["stats"]) for c in _live_components()]
 
 
 class KubeventsCollector(Collector):

@@ -10,7 +10,9 @@ errors, timeouts) is retried. A method may return None to mean "written as sent"
 * :class:`CoreV1Sink` writes through the official ``kubernetes`` client's ``CoreV1Api``;
 * :class:`AsyncCoreV1Sink` through ``kubernetes_asyncio``'s (it runs on the asyncio loop that is running when
   the broadcaster starts recording to it);
-* :class:`MemorySink` keeps what the API server would hold, for tests and notebooks.
+* :class:`EventsV1Sink` and :class:`AsyncEventsV1Sink` do the same for ``EventsBroadcaster``'s
+  events.k8s.io/v1 events, through ``EventsV1Api``;
+* :class:`MemorySink` keeps what the API server would hold (of either API), for tests and notebooks.
 
 Neither client is imported by this module: the sinks use the API object they are given. Neither client has a
 request timeout of its own, so the client sinks pass one on every call: ``request_timeout`` seconds,
@@ -33,8 +35,8 @@ from typing import Any
 
 from kubevents import _apistatus
 
-__all__ = ["DEFAULT_REQUEST_TIMEOUT", "STRATEGIC_MERGE_PATCH", "ApiError", "AsyncCoreV1Sink", "CoreV1Sink",
-           "MemorySink"]
+__all__ = ["DEFAULT_REQUEST_TIMEOUT", "STRATEGIC_MERGE_PATCH", "ApiError", "AsyncCoreV1Sink", "AsyncEventsV1Sink",
+           "CoreV1Sink", "EventsV1Sink", "MemorySink"]
 
 #: The content type of the patches the broadcaster sends (client-go's ``types.StrategicMergePatchType``).
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -271,3 +273,113 @@ class AsyncCoreV1Sink(_CoreV1Client):
             _request_timeout=self.request_timeout,
         )
         return self._as_dict(out)
+
+
+# -- events.k8s.io/v1 sinks --
+
+def _plain_v1(api: Any, obj: Any) -> Any:
+    """An answer of the official clients as a JSON-shaped dict."""
+    if obj is None or isinstance(obj, dict):
+        return obj
+    return api.api_client.sanitize_for_serialization(obj)
+
+
+_EVENTS_PATH = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+
+
+def _v1_path(event: dict[str, Any], verb: str) -> tuple[str, str]:
+    """The namespace of an events.k8s.io/v1 event and, for a patch, its name: checked as the request path they
+    go into."""
+    meta = event.get("metadata") or {}
+    ns = meta.get("namespace")
+    if not ns:
+        raise ValueError(f"can't {verb} an event with empty namespace")
+    ns = _check_path_segment(str(ns), "namespace")
+    if verb == "create":
+        return ns, ""
+    name = meta.get("name")
+    if not name:
+        raise ValueError("resource name may not be empty")
+    return ns, _check_path_segment(str(name), "resource name")
+
+
+class EventsV1Sink:
+    """Writes events.k8s.io/v1 events with the official client: ``EventsV1Sink(kubernetes.client.EventsV1Api())``.
+
+    Creates with a POST of the event and patches with a strategic merge patch; an event without a namespace
+    raises ``ValueError`` (client-go: a plain error, retried), as do a namespace or a patch's name that cannot
+    be a path segment (``"."``, ``".."``, or containing ``"/"`` or ``"%"``; client-go's REST client refuses
+    them too). With the pydantic-based clients (kubernetes >= 35) the event is sent as it is, through the
+    client's ``param_serialize``/``call_api``: their ``create_namespaced_event`` re-serializes ``eventTime``
+    without microseconds when they are zero, which the API server's MicroTime parser rejects.
+
+    ``request_timeout`` (seconds, default ``kubevents.sinks.DEFAULT_REQUEST_TIMEOUT``, 30) bounds each request
+    (the client has no timeout of its own); a request that times out is retried by the broadcaster.
+    """
+
+    def __init__(self, events_v1_api: Any, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
+        self.api = events_v1_api
+        self.request_timeout = _request_timeout_arg(request_timeout)
+
+    def _raw(self, method: str, path: str, path_params: dict[str, str], body: Any, content_type: str) -> Any:
+        c = self.api.api_client
+        params = c.param_serialize(
+            method=method,
+            resource_path=path,
+            path_params=path_params,
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = c.call_api(*params, _request_timeout=self.request_timeout)
+        response.read()
+        types = {"200": "object", "201": "object", "202": "object"}
+        return c.response_deserialize(response_data=response, response_types_map=types).data
+
+    def create(self, event: dict[str, Any]) -> Any:
+        """POSTs the event to its namespace; returns the stored event."""
+        ns, _ = _v1_path(event, "create")
+        if hasattr(self.api.api_client, "param_serialize"):
+            return self._raw("POST", _EVENTS_PATH, {"namespace": ns}, event, "application/json")
+        return _plain_v1(self.api, self.api.create_namespaced_event(ns, event, _request_timeout=self.request_timeout))
+
+    def patch(self, event: dict[str, Any], patch: bytes) -> Any:
+        """PATCHes the named event with a strategic merge patch; returns the stored event."""
+        ns, name = _v1_path(event, "patch")
+        body = json.loads(patch)
+        if hasattr(self.api.api_client, "param_serialize"):
+            path = _EVENTS_PATH + "/{name}"
+            return self._raw("PATCH", path, {"namespace": ns, "name": name}, body, STRATEGIC_MERGE_PATCH)
+        out = self.api.patch_namespaced_event(
+            name, ns, body, _content_type=STRATEGIC_MERGE_PATCH, _request_timeout=self.request_timeout
+        )
+        return _plain_v1(self.api, out)
+
+
+class AsyncEventsV1Sink:
+    """``EventsV1Sink`` for ``kubernetes_asyncio``: ``AsyncEventsV1Sink(kubernetes_asyncio.client.EventsV1Api())``.
+
+    Start recording to it from a coroutine: its calls run on that coroutine's event loop, which must keep
+    running while the broadcaster records; shut the broadcaster down with ``await broadcaster.aclose()`` (or
+    ``async with``) so that the loop stays free for the last writes. Writes made once that loop has stopped
+    are given up (``write_errors``).
+    ``request_timeout`` and the checks of the namespace and name are those of ``EventsV1Sink``.
+    """
+
+    def __init__(self, events_v1_api: Any, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
+        self.api = events_v1_api
+        self.request_timeout = _request_timeout_arg(request_timeout)
+
+    async def create(self, event: dict[str, Any]) -> Any:
+        """POSTs the event to its namespace; returns the stored event."""
+        ns, _ = _v1_path(event, "create")
+        return _plain_v1(self.api,
+                      await self.api.create_namespaced_event(ns, event, _request_timeout=self.request_timeout))
+
+    async def patch(self, event: dict[str, Any], patch: bytes) -> Any:
+        """PATCHes the named event with a strategic merge patch; returns the stored event."""
+        ns, name = _v1_path(event, "patch")
+        out = await self.api.patch_namespaced_event(
+            name, ns, json.loads(patch), _content_type=STRATEGIC_MERGE_PATCH, _request_timeout=self.request_timeout
+        )
+        return _plain_v1(self.api, out)

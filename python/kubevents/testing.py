@@ -14,13 +14,12 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from kubevents._native import EventsV1Engine, RecorderCheck
-from kubevents.events_v1 import _checked_args
-from kubevents.sinks import MemorySink
+from kubevents._native import EventsRecorderCheck, RecorderCheck
 
 __all__ += ["FakeRecorder"]
 
 _RECORDER_CHECK = RecorderCheck()
+_EVENTS_RECORDER_CHECK = EventsRecorderCheck()
 
 
 def _annotations_text(annotations: Mapping[str, str] | None) -> str:
@@ -114,9 +113,6 @@ class FakeEventsRecorder:
         self.verbose = verbose
         self.events: list[str] = []
         self._lock = threading.Lock()
-        # Never started: its record() checks the arguments and makes the event, as under a real recorder,
-        # and records nothing.
-        self._engine = EventsV1Engine(MemorySink())
 
     def eventf(self, regarding: Any, related: Any, type: str, reason: str, action: str, note: str, *args: Any) -> None:
         """Records ``note % args`` (``note`` as it is without args)."""
@@ -134,14 +130,12 @@ class FakeEventsRecorder:
         *args: Any,
     ) -> None:
         """``eventf`` with annotations (shown only when ``verbose``, as in client-go)."""
-        annotations, message = _checked_args(type, reason, action, annotations, note, args)
-        event = self._engine.record(
-            regarding, related, annotations, type, reason, action, message, "fake", "fake", want_event=self.verbose
+        message, event = _EVENTS_RECORDER_CHECK.annotated_eventf(
+            regarding, related, annotations, type, reason, action, note, *args
         )
         if not self.verbose:
             line = f"{type} {reason} {message}"
         else:
-            assert event is not None
             line = f"{type} {reason} {action} {message}" + _gvk_string(event["regarding"])
             line += _gvk_string(event.get("related")) + _annotations_text(annotations)
         with self._lock:

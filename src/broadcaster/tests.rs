@@ -48,12 +48,16 @@ impl EventSink for Recording {
 
 fn options(clock: Arc<FakeClock>) -> Options {
     Options {
-        queue_length: 1000,
-        full_channel: FullChannel::Drop,
+        pipeline: PipelineOptions {
+            name: "Broadcaster-test".into(),
+            queue_length: 1000,
+            full_channel: FullChannel::Drop,
+            clock,
+            catch_up_wait: crate::broadcaster::DEFAULT_CATCH_UP_WAIT,
+            log_interval: crate::health::DEFAULT_LOG_INTERVAL_NANOS,
+        },
         retry: RetryPolicy { max_tries: 12, sleep_nanos: 0 },
         correlator: CorrelatorOptions::default(),
-        clock,
-        catch_up_wait: crate::broadcaster::DEFAULT_CATCH_UP_WAIT,
     }
 }
 
@@ -133,7 +137,7 @@ fn eventf_table_and_a_fresh_cache_per_sink() {
     assert_eq!(lock(&sink.writes).len(), 7);
     assert!(b.shutdown(Some(Duration::from_secs(10))));
     let s = b.stats();
-    assert_eq!((s.received, s.created, s.patched, s.deduplicated, s.pending), (14, 8, 6, 6, 0));
+    assert_eq!((s.pipeline.received, s.created, s.patched, s.deduplicated, s.pending), (14, 8, 6, 6, 0));
 }
 
 #[test]
@@ -159,7 +163,7 @@ fn lots_of_events_with_failures_are_all_delivered() {
     assert_eq!(lock(&sink.writes).len(), 1000);
     assert_eq!(logged.load(Ordering::Relaxed), 1000);
     let s = b.stats();
-    assert_eq!((s.created, s.retries, s.abandoned, s.dropped_incoming), (1000, 4000, 0, 0));
+    assert_eq!((s.created, s.retries, s.abandoned, s.pipeline.dropped_incoming), (1000, 4000, 0, 0));
 }
 
 #[test]
@@ -216,7 +220,7 @@ fn with_workers(sink: Arc<dyn EventSink>, workers: usize, queue_length: usize) -
     let clock = Arc::new(FakeClock::new(START));
     let mut o = options(clock.clone());
     o.correlator.burst = 1_000_000;
-    o.queue_length = queue_length;
+    o.pipeline.queue_length = queue_length;
     let b = EventBroadcaster::new(o, Arc::new(Quiet)).unwrap();
     b.start_recording_to_sink(sink, workers, KeyFuncs::default()).unwrap();
     (clock, b)
@@ -282,7 +286,7 @@ fn workers_share_the_writes_evenly() {
     }
     // Every write handed to a worker (queued or in its hands) before any is done: the shares come from
     // the assignment alone.
-    let assigned = || lock(&b.shared.worker_lanes).iter().map(|l| l.load()).sum::<usize>();
+    let assigned = || b.shared.pipeline.queues_load();
     while assigned() < 800 {
         std::thread::yield_now();
     }
@@ -328,9 +332,12 @@ fn structured_line_is_klogs() {
 #[test]
 fn stats_serialize_as_python_lists_them() {
     let s = BroadcasterStats {
-        received: 5,
-        dropped_after_shutdown: 1,
-        dropped_watchers: vec![("sink-2".into(), 3), ("logging-10".into(), 0)],
+        pipeline: PipelineStats {
+            received: 5,
+            dropped_after_shutdown: 1,
+            dropped_watchers: vec![("sink-2".into(), 3), ("logging-10".into(), 0)],
+            ..Default::default()
+        },
         pending: 2,
         ..Default::default()
     };
@@ -340,7 +347,7 @@ fn stats_serialize_as_python_lists_them() {
             r#"{"received":5,"dropped_incoming":0,"dropped_after_shutdown":1,"#,
             r#""dropped_watchers":{"sink-2":3,"logging-10":0},"aggregated":0,"deduplicated":0,"skipped":0,"#,
             r#""created":0,"patched":0,"create_errors":0,"patch_errors":0,"retries":0,"abandoned":0,"#,
-            r#""handler_errors":0,"recorder_waits":0,"pending":2}"#
+            r#""handler_errors":0,"recorder_waits":0,"pending":2,"sinks":{}}"#
         )
     );
 }

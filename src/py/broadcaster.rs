@@ -1,8 +1,8 @@
-//! `kubevents.Broadcaster`, `kubevents.Recorder` and `kubevents.Watcher`: the Python face of the recording
-//! pipeline. Rust threads run it; they take the GIL only to call Python sinks, callbacks and loggers.
+//! `kubevents.Broadcaster` and `kubevents.Recorder`: the Python face of the core/v1 recording pipeline. Rust
+//! threads run it; they take the GIL only to call Python sinks, callbacks and loggers.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::exceptions::PyTypeError;
@@ -10,55 +10,25 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::clock::{clock_arg, seconds_arg, timeout_arg, to_time};
+use super::clock::{clock_arg, seconds_arg, to_time};
 use super::convert::event_to_py;
 use super::correlator::{key_funcs_from_py, CorrelatorArgs};
 use super::errors::{int_opt, str_opt};
 use super::gil::GilTurns;
 use super::lifecycle;
+use super::pipeline::{aclose, aenter, log_interval_arg, PyReporter, PyWatcher, Watching};
 use super::reference::reference_of;
-use super::sink::{keep_interrupt, traceback_once, Guard, PySink};
+use super::sink::{Guard, PySink};
 use crate::broadcaster::{
-    full_channel_option, log_line, structured_line, workers_option, EventBroadcaster, Options, Reporter, Watcher,
+    full_channel_option, log_line, structured_line, workers_option, EventBroadcaster, Occurrence, Options,
     DEFAULT_CATCH_UP_WAIT,
 };
 use crate::error::count_option;
 use crate::event::{Event, EventSource, EventType, ObjectReference};
 use crate::metrics::Registration;
+use crate::pipeline::PipelineOptions;
 use crate::recorder::{Recorder, RecorderHub};
 use crate::sink::RetryPolicy;
-
-/// Logs to the `kubevents` logger.
-pub(crate) struct PyReporter {
-    logger: Py<PyAny>,
-}
-
-impl PyReporter {
-    pub(crate) fn new(py: Python<'_>) -> PyResult<Self> {
-        let logger = py.import(intern!(py, "logging"))?.call_method1(intern!(py, "getLogger"), ("kubevents",))?;
-        Ok(PyReporter { logger: logger.unbind() })
-    }
-
-    /// Calls the logger's `level` method with `args` (the message, or a format and its argument); what it
-    /// raises is returned, not raised.
-    pub(crate) fn log<const N: usize>(&self, level: &str, args: [&str; N]) -> PyResult<()> {
-        lifecycle::attach(|py| {
-            let f = self.logger.bind(py).getattr(level)?;
-            let args = args.map(|a| PyString::new(py, a).into_any());
-            lifecycle::call(&f, args.each_ref()).map(drop)
-        })
-    }
-}
-
-// A broken logging set-up must not stop the pipeline.
-impl Reporter for PyReporter {
-    fn warn(&self, message: &str) {
-        let _ = self.log("warning", [message]);
-    }
-    fn error(&self, message: &str) {
-        let _ = self.log("error", [message]);
-    }
-}
 
 /// The Python side of a broadcaster, shared with its recorders and watcher threads.
 struct BroadcasterBinding {
@@ -66,10 +36,9 @@ struct BroadcasterBinding {
     key_func: Option<Py<PyAny>>,
     message_func: Option<Py<PyAny>>,
     spam_key_func: Option<Py<PyAny>>,
-    turns: Arc<GilTurns>,
+    watching: Watching<Occurrence, Arc<Event>>,
     /// `asyncio._get_running_loop`.
     running_loop: Py<PyAny>,
-    guard: Guard,
     /// Among the live components, for `kubevents.metrics`.
     registration: Registration,
 }
@@ -79,8 +48,16 @@ impl BroadcasterBinding {
         self.hub.broadcaster()
     }
 
+    fn guard(&self) -> &Guard {
+        &self.watching.guard
+    }
+
     fn check(&self) -> PyResult<()> {
-        self.guard.check()
+        self.guard().check()
+    }
+
+    fn turns(&self) -> &Arc<GilTurns> {
+        &self.watching.turns
     }
 
     fn key_funcs(&self, py: Python<'_>) -> PyResult<crate::correlator::KeyFuncs> {
@@ -99,7 +76,7 @@ impl Drop for PyBroadcaster {
     fn drop(&mut self) {
         // Inherited through a fork: its threads and the locks they held stayed in the parent, so the core's
         // drop could wait forever on a lock; the child leaves it be.
-        if self.shared.guard.is_forked() {
+        if self.shared.guard().is_forked() {
             std::mem::forget(self.shared.clone());
         }
     }
@@ -110,7 +87,8 @@ impl PyBroadcaster {
     #[new]
     #[pyo3(signature = (*, clock=None, sleep_duration=None, max_tries=12, queue_length=1000, full_channel="drop",
                         lru_cache_size=4096, burst=25, qps=CorrelatorArgs::DEFAULT.qps, max_events=10, max_interval=600,
-                        key_func=None, message_func=None, spam_key_func=None, catch_up_wait=None, name=None))]
+                        key_func=None, message_func=None, spam_key_func=None, catch_up_wait=None, name=None,
+                        log_interval=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -129,6 +107,7 @@ impl PyBroadcaster {
         spam_key_func: Option<Py<PyAny>>,
         catch_up_wait: Option<&Bound<'_, PyAny>>,
         name: Option<String>,
+        log_interval: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let correlator = CorrelatorArgs { lru_cache_size, burst, qps, max_events, max_interval }.options()?;
         let sleep_nanos = match sleep_duration {
@@ -140,24 +119,33 @@ impl PyBroadcaster {
             Some(d) => Duration::from_nanos(seconds_arg(d, "catch_up_wait", false)? as u64),
         };
         let options = Options {
-            queue_length: count_option("queue_length", queue_length)?.get(),
-            full_channel: full_channel_option(full_channel)?,
+            pipeline: PipelineOptions {
+                name: crate::metrics::component_name("Broadcaster", name),
+                queue_length: count_option("queue_length", queue_length)?.get(),
+                full_channel: full_channel_option(full_channel)?,
+                clock: clock_arg(clock)?,
+                catch_up_wait,
+                log_interval: log_interval_arg(log_interval)?,
+            },
             retry: RetryPolicy::new(max_tries, sleep_nanos)?,
             correlator,
-            clock: clock_arg(clock)?,
-            catch_up_wait,
         };
+        let name = options.pipeline.name.clone();
         let core = EventBroadcaster::new(options, Arc::new(PyReporter::new(py)?))?;
+        let pipeline = core.pipeline().clone();
         let hub = Arc::new(RecorderHub::new(core));
-        let registration = crate::metrics::register("Broadcaster", name, &hub, |h| h.broadcaster().stats());
+        let registration = crate::metrics::register("Broadcaster", Some(name), &hub, |h| h.broadcaster().stats());
         let shared = BroadcasterBinding {
             hub,
             key_func,
             message_func,
             spam_key_func,
-            turns: Arc::new(GilTurns::default()),
+            watching: Watching {
+                pipeline,
+                turns: Arc::new(GilTurns::default()),
+                guard: Arc::new(Guard::new(py, "Broadcaster")),
+            },
             running_loop: py.import(intern!(py, "asyncio"))?.getattr(intern!(py, "_get_running_loop"))?.unbind(),
-            guard: Guard::new(py, "Broadcaster"),
             registration,
         };
         // Checks the key functions now; every sink gets its own wrappers later.
@@ -191,12 +179,12 @@ impl PyBroadcaster {
         let s = &slf.get().shared;
         s.check()?;
         let workers = workers_option(workers)?;
-        let sink = Arc::new(PySink::new(sink, s.turns.clone(), s.guard.failures.clone())?);
+        let sink = Arc::new(PySink::new(sink, s.turns().clone(), s.guard().failures.clone())?);
         let funcs = s.key_funcs(py)?;
         let w = lifecycle::detach(py, || s.core().start_recording_to_sink(sink.clone(), workers, funcs))?;
-        s.guard.add_sink(py, &sink)?;
+        s.guard().add_sink(py, &sink)?;
         lifecycle::track(slf.as_any())?;
-        Ok(PyWatcher { inner: w })
+        Ok(PyWatcher::new(w))
     }
 
     /// Logs every later event as client-go's `StartLogging` does, at INFO on `logger` (default: the
@@ -221,7 +209,9 @@ impl PyBroadcaster {
         fn arg(py: Python<'_>, e: Arc<Event>) -> PyResult<Bound<'_, PyAny>> {
             Ok(event_to_py(py, &e)?.into_any())
         }
-        Self::start(slf, "watcher", "event watcher callback", callback, Arc::clone, arg)
+        let w = slf.get().shared.watching.start(slf.py(), "watcher", "event watcher callback", callback, Arc::clone, arg)?;
+        lifecycle::track(slf.as_any())?;
+        Ok(w)
     }
 
     /// Stops accepting events, distributes what is queued and lets every sink deliver what it holds (once
@@ -233,11 +223,7 @@ impl PyBroadcaster {
     #[pyo3(signature = (timeout=None))]
     fn shutdown<'py>(&self, py: Python<'py>, timeout: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
         let s = &self.shared;
-        s.check()?;
-        let timeout = timeout_arg(timeout)?;
-        s.guard.refuse_on_sink_loop(py, "shutdown()")?;
-        s.core().begin_shutdown();
-        let done = s.guard.wait(py, timeout, |slice| s.core().wait_shut_down(Some(slice)))?;
+        let done = s.watching.shutdown(py, timeout, || s.core().begin_shutdown())?;
         let stats = self.stats(py)?;
         s.hub.end_shutdown(done)?;
         Ok(stats)
@@ -247,14 +233,8 @@ impl PyBroadcaster {
     /// goes on running the async sinks' last writes. Returns the final `stats()`.
     #[pyo3(signature = (timeout=None))]
     fn aclose<'py>(slf: &Bound<'py, Self>, timeout: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
         slf.get().shared.check()?;
-        let event_loop = pyo3_async_runtimes::get_running_loop(py)?;
-        let shutdown = py
-            .import(intern!(py, "functools"))?
-            .getattr(intern!(py, "partial"))?
-            .call1((slf.getattr(intern!(py, "shutdown"))?, timeout))?;
-        event_loop.call_method1(intern!(py, "run_in_executor"), (py.None(), shutdown))
+        aclose(slf.as_any(), timeout)
     }
 
     /// Waits until nothing can happen without the clock moving: every queue is empty, or its worker sleeps
@@ -263,18 +243,15 @@ impl PyBroadcaster {
     /// `SystemExit` raised in a sink is raised again here. `RuntimeError` on the asyncio loop of an async sink.
     #[pyo3(signature = (timeout=None))]
     fn wait_idle(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
-        let s = &self.shared;
-        s.check()?;
-        let timeout = timeout_arg(timeout)?;
-        s.guard.refuse_on_sink_loop(py, "wait_idle()")?;
-        s.guard.wait(py, timeout, |slice| s.core().wait_idle(Some(slice)))
+        self.shared.watching.wait_idle(py, timeout)
     }
 
     /// Counters: received, dropped_incoming, dropped_after_shutdown, dropped_watchers (per watcher name),
     /// aggregated, deduplicated, skipped (spam filter), created, patched, create_errors, patch_errors (sink
     /// calls by verb and result), retries, abandoned, handler_errors,
     /// recorder_waits (recorder calls that waited for fast watchers to catch up), pending (deliveries queued
-    /// or under way).
+    /// or under way), and sinks: each sink's health by its watcher's name (up, failing_since, last_success,
+    /// last_error, failed_writes, given_up by reason).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         self.shared.check()?;
         let s = lifecycle::detach(py, || self.shared.core().stats());
@@ -282,12 +259,10 @@ impl PyBroadcaster {
     }
 
     /// For the exit hook: shuts down, waiting up to `timeout` seconds, and answers what was not delivered.
-    fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (&'static str, u64) {
-        if self.shared.guard.is_forked() {
-            return ("Broadcaster", 0);
-        }
-        let wait = Duration::try_from_secs_f64(timeout).unwrap_or_default();
-        ("Broadcaster", lifecycle::detach(py, || self.shared.core().exit_flush(wait)))
+    fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (String, u64) {
+        let s = &self.shared;
+        let undelivered = s.watching.exit_flush(py, timeout, |wait| s.core().exit_flush(wait));
+        (s.registration.name().to_owned(), undelivered)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -301,10 +276,7 @@ impl PyBroadcaster {
     }
 
     fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let fut = pyo3_async_runtimes::get_running_loop(py)?.call_method0("create_future")?;
-        fut.call_method1("set_result", (slf,))?;
-        Ok(fut)
+        aenter(slf.into_any())
     }
 
     /// `aclose()`: shuts down off the loop, so that async sinks can still run on it.
@@ -322,92 +294,13 @@ impl PyBroadcaster {
         format: fn(&Event) -> String,
     ) -> PyResult<PyWatcher> {
         let py = slf.py();
-        let target = match logger.filter(|l| !l.is_none()) {
-            None => PyReporter::new(py)?.logger.into_bound(py).getattr("info")?,
-            // A logging.Logger (or adapter) logs at INFO; any other callable gets the line.
-            Some(l) if l.hasattr("isEnabledFor")? => l.getattr("info")?,
-            Some(l) if l.is_callable() => l.clone(),
-            Some(l) => {
-                return Err(PyTypeError::new_err(format!(
-                    "logger: expected a logging.Logger or a callable taking the line, got {}",
-                    l.get_type().name()?
-                )))
-            }
-        }
-        .unbind();
+        let target = Watching::<Occurrence, Arc<Event>>::line_target(py, logger)?;
         fn arg(py: Python<'_>, line: String) -> PyResult<Bound<'_, PyAny>> {
             Ok(PyString::new(py, &line).into_any())
         }
-        Self::start(slf, kind, "logger", target, move |e: &Arc<Event>| format(e), arg)
-    }
-
-    /// Starts a watcher `kind` that calls `target` with `arg` of what `prepare` made of each event without the
-    /// GIL; what `target` raises is reported as raised by `what`.
-    fn start<T: Send + 'static>(
-        slf: &Bound<'_, Self>,
-        kind: &str,
-        what: &'static str,
-        target: Py<PyAny>,
-        prepare: impl Fn(&Arc<Event>) -> T + Send + 'static,
-        arg: for<'py> fn(Python<'py>, T) -> PyResult<Bound<'py, PyAny>>,
-    ) -> PyResult<PyWatcher> {
-        let s = &slf.get().shared;
-        s.check()?;
-        // A watcher thread must not keep the broadcaster alive: dropping it is what ends the thread.
-        let (shared, turns) = (Arc::downgrade(s), s.turns.clone());
-        let handler = move |events: &[Arc<Event>]| {
-            let prepared: Vec<T> = events.iter().map(&prepare).collect();
-            turns.attach(|py| {
-                for p in prepared {
-                    if let Err(e) = arg(py, p).and_then(|a| lifecycle::call(target.bind(py), [&a])) {
-                        handler_failed(&shared, py, what, e);
-                    }
-                }
-            })
-        };
-        let w = lifecycle::detach(slf.py(), || s.core().start_event_watcher(kind, handler))?;
+        let w = slf.get().shared.watching.start(py, kind, "logger", target, move |e: &Arc<Event>| format(e), arg)?;
         lifecycle::track(slf.as_any())?;
-        Ok(PyWatcher { inner: w })
-    }
-}
-
-/// Counts and logs an exception raised by a callback or logger, with its traceback the first time; the
-/// watcher goes on. A `KeyboardInterrupt` or `SystemExit` is kept to be raised by `shutdown`/`wait_idle`.
-fn handler_failed(shared: &Weak<BroadcasterBinding>, py: Python<'_>, what: &str, e: PyErr) {
-    let Some(s) = shared.upgrade() else { return e.print(py) };
-    let error = e.value(py).repr().map(|r| r.to_string()).unwrap_or_default();
-    let kept = keep_interrupt(&s.guard.failures, py, &e);
-    let traceback = if kept { None } else { traceback_once(&s.guard.failures, py, &e) };
-    s.core().handler_failed(what, &error, kept, traceback.as_deref());
-}
-
-/// A started watcher; `stop()` ends it.
-#[pyclass(module = "kubevents", name = "Watcher", frozen)]
-pub struct PyWatcher {
-    inner: Watcher,
-}
-
-#[pymethods]
-impl PyWatcher {
-    /// Stops the watcher: it gets no more events, and what it had queued is discarded (as in client-go).
-    fn stop(&self, py: Python<'_>) {
-        lifecycle::detach(py, || self.inner.stop())
-    }
-
-    /// The watcher's name in `Broadcaster.stats()["dropped_watchers"]`.
-    #[getter]
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    /// Events this watcher lost because its queue was full.
-    #[getter]
-    fn dropped(&self) -> u64 {
-        self.inner.dropped()
-    }
-
-    fn __repr__(&self) -> String {
-        format!("Watcher({:?})", self.inner.name())
+        Ok(w)
     }
 }
 
@@ -457,7 +350,7 @@ impl PyRecorder {
         if !self.core.record(reference, annotations.filter(|a| !a.is_empty()), type_, reason, message, time)? {
             return Ok(None);
         }
-        b.turns.hand_over(py);
+        b.turns().hand_over(py);
         // Never on an asyncio loop's thread, which the wait would stall, async sinks included.
         if self.core.should_catch_up() && b.running_loop.bind(py).call0()?.is_none() {
             lifecycle::detach(py, || self.core.catch_up());

@@ -7,6 +7,7 @@ mod errors;
 mod sim;
 // -- recording pipeline --
 mod broadcaster;
+mod pipeline;
 mod gil;
 mod lifecycle;
 mod reference;
@@ -44,14 +45,16 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // -- recording pipeline --
     m.add_class::<broadcaster::PyBroadcaster>()?;
     m.add_class::<broadcaster::PyRecorder>()?;
-    m.add_class::<broadcaster::PyWatcher>()?;
+    m.add_class::<pipeline::PyWatcher>()?;
     m.add_function(wrap_pyfunction!(reference::register_kind, m)?)?;
     m.add_function(wrap_pyfunction!(reference::object_reference, m)?)?;
     m.add_class::<testing::PyRecorderCheck>()?;
     // -- end recording pipeline --
     m.add("DEFAULT_QPS", f64::from(crate::correlator::DEFAULT_QPS))?;
     // events.k8s.io/v1 recording
-    m.add_class::<series::PyEventsV1Engine>()?;
+    m.add_class::<series::PyEventsBroadcaster>()?;
+    m.add_class::<series::PyEventsRecorder>()?;
+    m.add_class::<series::PyEventsRecorderCheck>()?;
     m.add_function(wrap_pyfunction!(series::truncate_note, m)?)?;
     m.add_function(wrap_pyfunction!(series::series_patch, m)?)?;
     m.add("DEFAULT_EVENTS_V1_CACHE_SIZE", crate::series::DEFAULT_CACHE_SIZE)?;

@@ -1,30 +1,37 @@
-//! `kubevents._native.EventsV1Engine`: the binding of `crate::series::EventsBroadcaster`, the
-//! events.k8s.io/v1 engine thread. Here: the conversions, the Python sink and logger, the GIL.
+//! `kubevents.EventsBroadcaster` and `kubevents.EventsRecorder`: the binding of `crate::series`'s
+//! events.k8s.io/v1 broadcaster, a peer of `kubevents.Broadcaster` on the same pipeline. Here: the
+//! conversions, the Python sink, the GIL.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
-use super::broadcaster::PyReporter;
-use super::clock::{clock_arg, timeout_arg, to_duration};
+use super::broadcaster::format_message;
+use super::clock::{clock_arg, seconds_arg};
 use super::convert::{meta_to_py, reference_to_py, series_to_py, set_str, source_to_py, time_str, type_name};
-use super::errors::{int_arg, int_opt};
+use super::errors::{int_arg, int_opt, str_arg};
 use super::gil::GilTurns;
 use super::lifecycle;
+use super::pipeline::{aclose, aenter, log_interval_arg, PyReporter, PyWatcher, Watching};
 use super::reference::reference_of;
 use super::sink::{Guard, PySink};
+use crate::broadcaster::DEFAULT_CATCH_UP_WAIT;
 use crate::error::{count_option, Error};
-use crate::event::ObjectReference;
+use crate::event::{EventType, ObjectReference, UuidSource};
+use crate::metrics::Registration;
+use crate::pipeline::PipelineOptions;
 use crate::series::{
-    EngineOptions, EventV1, EventV1Input, EventsBroadcaster, Host, SeriesEngine, SinkV1, StartError, DEFAULT_CACHE_SIZE,
+    make_event_v1, structured_line, EngineOptions, EventV1, EventV1Input, EventsBroadcaster, EventsOptions, Host,
+    SinkV1, DEFAULT_CACHE_SIZE,
 };
+use crate::time::Time;
 use crate::sink::{RetryPolicy, WriteError, DEFAULT_MAX_TRIES, DEFAULT_SLEEP_NANOS};
-use crate::sync::lock;
+use crate::watch::FullChannel;
 
 // The constructor's signature spells these defaults as literals, so that the stubs can show them.
 const _: () = assert!(DEFAULT_MAX_TRIES == 12 && DEFAULT_CACHE_SIZE == 4096);
@@ -77,7 +84,6 @@ pub fn event_v1_from_py(v: &Bound<'_, PyAny>, what: &str) -> PyResult<EventV1> {
 /// recording pipeline's sink caller: its exception classification, and its loop for async methods.
 struct PySinkV1 {
     caller: PySink,
-    logger: PyReporter,
 }
 
 impl PySinkV1 {
@@ -88,11 +94,13 @@ impl PySinkV1 {
                 None => self.caller.call(py, &self.caller.create, [&arg])?,
                 Some(p) => self.caller.call(py, &self.caller.patch, [&arg, PyBytes::new(py, p).as_any()])?,
             };
-            // An answer that is not an event is taken as "written as sent".
-            if answer && out.is_instance_of::<PyDict>() {
-                return Ok(event_v1_from_py(&out, "sink answer").ok());
+            // None is "written as sent"; any other answer must be an event, as core/v1's sinks' must.
+            if out.is_none() || !answer {
+                return Ok(None);
             }
-            Ok(None)
+            event_v1_from_py(&out, "sink answer")
+                .map(Some)
+                .map_err(|e| WriteError::give_up(format!("sink answer: {}", e.value(py))))
         })
     }
 }
@@ -105,15 +113,9 @@ impl SinkV1 for PySinkV1 {
     fn patch(&mut self, event: &EventV1, patch: &[u8], answer: bool) -> Result<Option<EventV1>, WriteError> {
         self.call(event, Some(patch), answer)
     }
-
-    fn report(&mut self, message: &str) {
-        if let Err(e) = self.logger.log("warning", ["%s", message]) {
-            lifecycle::attach(|py| e.write_unraisable(py, None));
-        }
-    }
 }
 
-/// The engine thread's host: the GIL, through the exit gate.
+/// The sink thread's host: the GIL, through the exit gate.
 struct Gil;
 
 impl Host for Gil {
@@ -122,185 +124,444 @@ impl Host for Gil {
     }
 }
 
-/// The events.k8s.io/v1 recording engine behind `kubevents.EventsBroadcaster`: a series cache, its
-/// timers and retries, run on a thread of its own against a sink.
-#[pyclass(module = "kubevents._native", name = "EventsV1Engine", frozen)]
-pub struct PyEventsV1Engine {
-    core: EventsBroadcaster,
-    /// The sink until `start` hands it to the engine thread.
-    unstarted: Mutex<Option<Py<PyAny>>>,
-    guard: Guard,
+/// A recorder call's arguments checked, in the order the core/v1 recorder checks its own: the str arguments,
+/// the note formatted, the type's value, then the references.
+struct Call {
+    regarding: ObjectReference,
+    related: Option<ObjectReference>,
+    annotations: Option<BTreeMap<String, String>>,
+    type_: String,
+    reason: String,
+    action: String,
+    note: String,
 }
 
-impl Drop for PyEventsV1Engine {
-    fn drop(&mut self) {
-        if self.guard.is_forked() {
-            self.core.abandon();
-            return;
+#[allow(clippy::too_many_arguments)]
+fn checked_call(
+    regarding: &Bound<'_, PyAny>,
+    related: Option<&Bound<'_, PyAny>>,
+    annotations: Option<BTreeMap<String, String>>,
+    type_: &Bound<'_, PyAny>,
+    reason: &Bound<'_, PyAny>,
+    action: &Bound<'_, PyAny>,
+    note: &Bound<'_, PyAny>,
+    args: &Bound<'_, PyTuple>,
+) -> PyResult<Call> {
+    let py = regarding.py();
+    let type_ = str_arg(type_, "type")?;
+    let reason = str_arg(reason, "reason")?.to_str()?.to_owned();
+    let action = str_arg(action, "action")?.to_str()?.to_owned();
+    let note = format_message(&str_arg(note, "note")?, args)?;
+    let type_ = EventType::parse(type_.to_str()?)?.as_str().to_owned();
+    let regarding = reference_of(regarding, None).map_err(|e| prefixed(py, "regarding", e))?;
+    let related = related
+        .filter(|r| !r.is_none())
+        .map(|r| reference_of(r, None).map_err(|e| prefixed(py, "related", e)))
+        .transpose()?;
+    Ok(Call { regarding, related, annotations: annotations.filter(|a| !a.is_empty()), type_, reason, action, note })
+}
+
+impl Call {
+    fn input<'a>(&'a self, controller: &'a str, instance: &'a str) -> EventV1Input<'a> {
+        EventV1Input {
+            regarding: &self.regarding,
+            related: self.related.as_ref(),
+            annotations: self.annotations.as_ref(),
+            type_: &self.type_,
+            reason: &self.reason,
+            action: &self.action,
+            note: &self.note,
+            reporting_controller: controller,
+            reporting_instance: instance,
         }
-        // Nobody can record any more: the engine thread writes what it holds, and ends.
-        self.begin_stop();
     }
 }
 
-impl PyEventsV1Engine {
-    /// Raises when the engine was inherited through `os.fork()`, and for a call `blocking` that would wait
-    /// for the engine thread on that very thread (from the sink) or on the async sink's loop.
-    fn check_usable(&self, py: Python<'_>, blocking: Option<&str>) -> PyResult<()> {
-        // First, before any lock: a lock a parent thread held at the fork stays held in the child.
-        self.guard.check()?;
+/// The Python side of an `EventsBroadcaster`, shared with its recorders.
+struct EventsBinding {
+    core: Arc<EventsBroadcaster>,
+    watching: Watching<EventV1, Arc<EventV1>>,
+    /// Among the live components, for `kubevents.metrics`.
+    registration: Registration,
+    /// `asyncio._get_running_loop`.
+    running_loop: Py<PyAny>,
+}
+
+impl EventsBinding {
+    fn guard(&self) -> &Guard {
+        &self.watching.guard
+    }
+
+    /// Raises when inherited through `os.fork()`, and for a call `blocking` that would wait for the sink's
+    /// thread on that very thread (from the sink).
+    fn check(&self, blocking: Option<&str>) -> PyResult<()> {
+        self.guard().check()?;
         if let Some(what) = blocking {
             self.core.refuse_on_worker(what)?;
-            self.guard.refuse_on_sink_loop(py, &format!("{what}()"))?;
         }
         Ok(())
     }
+}
 
-    fn begin_stop(&self) {
-        self.core.begin_stop();
-        // A sink never started is released here.
-        drop(lock(&self.unstarted).take());
+/// client-go's `tools/events` `EventBroadcaster` (`events.NewBroadcaster`): events.k8s.io/v1 events grouped
+/// into series and written to a sink with client-go's retries.
+#[pyclass(module = "kubevents", name = "EventsBroadcaster", frozen, weakref)]
+pub struct PyEventsBroadcaster {
+    shared: Arc<EventsBinding>,
+}
+
+impl Drop for PyEventsBroadcaster {
+    fn drop(&mut self) {
+        // Inherited through a fork: its threads and the locks they held stayed in the parent, so the core's
+        // drop could wait forever on a lock; the child leaves it be.
+        if self.shared.guard().is_forked() {
+            std::mem::forget(self.shared.clone());
+        }
     }
 }
 
 #[pymethods]
-impl PyEventsV1Engine {
+impl PyEventsBroadcaster {
     #[new]
-    #[pyo3(signature = (sink, *, clock=None, sleep_duration=None, max_tries=12,
-                        cache_size=4096, seed=None))]
+    #[pyo3(signature = (*, clock=None, sleep_duration=None, max_tries=12, cache_size=4096, queue_length=1000,
+                        catch_up_wait=None, name=None, log_interval=None, seed=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
-        sink: &Bound<'_, PyAny>,
+        py: Python<'_>,
         clock: Option<&Bound<'_, PyAny>>,
         sleep_duration: Option<&Bound<'_, PyAny>>,
         #[pyo3(from_py_with = int_opt::max_tries)] max_tries: i64,
         #[pyo3(from_py_with = int_opt::cache_size)] cache_size: i64,
+        #[pyo3(from_py_with = int_opt::queue_length)] queue_length: i64,
+        catch_up_wait: Option<&Bound<'_, PyAny>>,
+        name: Option<String>,
+        log_interval: Option<&Bound<'_, PyAny>>,
         seed: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let seed = seed.filter(|s| !s.is_none()).map(|s| int_arg::<u64>(s, "seed")).transpose()?;
-        // Checked now; the caller is made when recording starts, on the loop running then.
-        PySink::methods(sink)?;
-        let clock = clock_arg(clock)?;
-        let sleep = sleep_duration.map(|d| to_duration(d, "sleep_duration")).transpose()?;
-        let retry = RetryPolicy::new(max_tries, sleep.unwrap_or(DEFAULT_SLEEP_NANOS))?;
-        let options = EngineOptions { retry, cache_size: count_option("cache_size", cache_size)?, seed };
-        Ok(PyEventsV1Engine {
-            core: EventsBroadcaster::new(SeriesEngine::new(clock, options)?),
-            unstarted: Mutex::new(Some(sink.clone().unbind())),
-            guard: Guard::new(sink.py(), "EventsBroadcaster"),
-        })
-    }
-
-    /// Makes the event of one occurrence at the clock's present (name, namespace and `eventTime` as
-    /// client-go's `makeEvent`, a note over 1024 bytes cut) and hands it to the engine thread if it is
-    /// recording. Returns the event as a dict when `want_event` is true, else None.
-    #[pyo3(signature = (regarding, related, annotations, r#type, reason, action, note, reporting_controller,
-                        reporting_instance, want_event=false))]
-    #[allow(clippy::too_many_arguments)]
-    fn record<'py>(
-        &self,
-        py: Python<'py>,
-        regarding: &Bound<'py, PyAny>,
-        related: Option<&Bound<'py, PyAny>>,
-        annotations: Option<BTreeMap<String, String>>,
-        r#type: &str,
-        reason: &str,
-        action: &str,
-        note: &str,
-        reporting_controller: &str,
-        reporting_instance: &str,
-        want_event: bool,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.check_usable(py, None)?;
-        let regarding = reference_of(regarding, None).map_err(|e| prefixed(py, "regarding", e))?;
-        let related: Option<ObjectReference> = related
-            .filter(|r| !r.is_none())
-            .map(|r| reference_of(r, None).map_err(|e| prefixed(py, "related", e)))
-            .transpose()?;
-        let input = EventV1Input {
-            regarding: &regarding,
-            related: related.as_ref(),
-            annotations: annotations.as_ref().filter(|a| !a.is_empty()),
-            type_: r#type,
-            reason,
-            action,
-            note,
-            reporting_controller,
-            reporting_instance,
+        let sleep = match sleep_duration {
+            None => DEFAULT_SLEEP_NANOS,
+            Some(d) => seconds_arg(d, "sleep_duration", false)?,
         };
-        let (out, behind) = self.core.record(&input, |e| want_event.then(|| event_v1_to_py(py, e)).transpose())?;
-        let out = out?;
-        if behind {
-            // Its thread may be waiting for a CPU rather than the GIL.
-            lifecycle::detach(py, std::thread::yield_now);
-        }
-        Ok(out)
+        let catch_up_wait = match catch_up_wait {
+            None => DEFAULT_CATCH_UP_WAIT,
+            Some(d) => Duration::from_nanos(seconds_arg(d, "catch_up_wait", false)? as u64),
+        };
+        let options = EventsOptions {
+            pipeline: PipelineOptions {
+                name: crate::metrics::component_name("EventsBroadcaster", name),
+                queue_length: count_option("queue_length", queue_length)?.get(),
+                full_channel: FullChannel::Drop,
+                clock: clock_arg(clock)?,
+                catch_up_wait,
+                log_interval: log_interval_arg(log_interval)?,
+            },
+            engine: EngineOptions {
+                retry: RetryPolicy::new(max_tries, sleep)?,
+                cache_size: count_option("cache_size", cache_size)?,
+                seed,
+            },
+        };
+        let name = options.pipeline.name.clone();
+        let core = Arc::new(EventsBroadcaster::new(options, Arc::new(PyReporter::new(py)?))?);
+        let registration = crate::metrics::register("EventsBroadcaster", Some(name), &core, |b| b.stats());
+        let watching = Watching {
+            pipeline: core.pipeline().clone(),
+            turns: Arc::new(GilTurns::default()),
+            guard: Arc::new(Guard::new(py, "EventsBroadcaster")),
+        };
+        let running_loop = py.import(intern!(py, "asyncio"))?.getattr(intern!(py, "_get_running_loop"))?.unbind();
+        Ok(PyEventsBroadcaster { shared: Arc::new(EventsBinding { core, watching, registration, running_loop }) })
     }
 
-    /// Starts the engine thread: events recorded from now on reach the sink.
-    fn start(&self, py: Python<'_>) -> PyResult<()> {
-        self.check_usable(py, None)?;
-        self.core.can_start().map_err(Error::from)?;
-        let obj = lock(&self.unstarted).as_ref().map(|s| s.clone_ref(py)).ok_or(Error::from(StartError::ShutDown))?;
-        // Made here, so that an async sink runs on the loop running now. The engine thread takes the GIL a
-        // chunk of writes at a time (`Gil`), not through the turns.
-        let caller = PySink::new(obj.bind(py), Arc::new(GilTurns::default()), self.guard.failures.clone())?;
-        self.guard.add_sink(py, &caller)?;
-        self.core.start(PySinkV1 { caller, logger: PyReporter::new(py)? }, Gil).map_err(Error::from)?;
-        drop(lock(&self.unstarted).take());
+    /// The name that labels this broadcaster's metrics (`kubevents.metrics`) and its log lines.
+    #[getter]
+    fn name(&self) -> &str {
+        self.shared.registration.name()
+    }
+
+    /// A recorder for `reporting_controller`; the instance defaults to `<controller>-<hostname>`.
+    #[pyo3(signature = (reporting_controller, reporting_instance=None))]
+    fn new_recorder(
+        &self,
+        reporting_controller: &Bound<'_, PyAny>,
+        reporting_instance: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyEventsRecorder> {
+        self.shared.check(None)?;
+        let py = reporting_controller.py();
+        let controller = str_arg(reporting_controller, "reporting_controller")?.to_str()?.to_owned();
+        let instance = match reporting_instance.filter(|i| !i.is_none()) {
+            Some(i) => str_arg(i, "reporting_instance")?.to_str()?.to_owned(),
+            None => {
+                let host: String = py.import(intern!(py, "socket"))?.call_method0(intern!(py, "gethostname"))?.extract()?;
+                format!("{controller}-{host}")
+            }
+        };
+        Ok(PyEventsRecorder { binding: self.shared.clone(), controller, instance })
+    }
+
+    /// `StartRecordingToSink`: every later event goes through the series cache to `sink` (`MemorySink`,
+    /// `EventsV1Sink`/`AsyncEventsV1Sink`, or any object with `create(event)` and `patch(event, patch_bytes)`,
+    /// plain or `async def`: async methods run on the loop running now). Once per broadcaster.
+    fn start_recording_to_sink(slf: &Bound<'_, Self>, sink: &Bound<'_, PyAny>) -> PyResult<PyWatcher> {
+        let py = slf.py();
+        let s = &slf.get().shared;
+        s.check(None)?;
+        s.core.can_start().map_err(Error::from)?;
+        let caller = PySink::new(sink, s.watching.turns.clone(), s.guard().failures.clone())?;
+        s.guard().add_sink(py, &caller)?;
+        let describe = caller.class().to_owned();
+        let w = lifecycle::detach(py, || s.core.start_recording_to_sink(PySinkV1 { caller }, describe, Gil))?;
+        lifecycle::track(slf.as_any())?;
+        Ok(PyWatcher::new(w))
+    }
+
+    /// `StartEventWatcher`: calls `callback(event)` (a dict) for every later event, in order, on a thread of
+    /// the broadcaster (at most `queue_length` waiting; more are dropped and counted).
+    fn start_event_watcher(slf: &Bound<'_, Self>, callback: Py<PyAny>) -> PyResult<PyWatcher> {
+        if !callback.bind(slf.py()).is_callable() {
+            return Err(PyTypeError::new_err("callback must be callable"));
+        }
+        fn arg(py: Python<'_>, e: Arc<EventV1>) -> PyResult<Bound<'_, PyAny>> {
+            event_v1_to_py(py, &e)
+        }
+        let s = &slf.get().shared;
+        let w = s.watching.start(slf.py(), "watcher", "event watcher callback", callback, Arc::clone, arg)?;
+        lifecycle::track(slf.as_any())?;
+        Ok(w)
+    }
+
+    /// `StartStructuredLogging`: logs every later event as client-go does (`Event occurred
+    /// object="ns/name" kind=... apiVersion=... type=... reason=... action=... note=...`), at INFO on
+    /// `logger` (default: the `kubevents` logger), or by calling `logger(line)` when it is a plain callable.
+    #[pyo3(signature = (logger=None))]
+    fn start_structured_logging(slf: &Bound<'_, Self>, logger: Option<&Bound<'_, PyAny>>) -> PyResult<PyWatcher> {
+        let py = slf.py();
+        let target = Watching::<EventV1, Arc<EventV1>>::line_target(py, logger)?;
+        fn arg(py: Python<'_>, line: String) -> PyResult<Bound<'_, PyAny>> {
+            Ok(PyString::new(py, &line).into_any())
+        }
+        let s = &slf.get().shared;
+        let line = |e: &Arc<EventV1>| structured_line(e);
+        let w = s.watching.start(py, "structured-logging", "logger", target, line, arg)?;
+        lifecycle::track(slf.as_any())?;
+        Ok(w)
+    }
+
+    /// Waits until every event recorded so far and everything due at the clock's present time (retries,
+    /// rounds) has been handled. With a FakeClock: step the clock, then `wait_idle()`. Returns False if
+    /// `timeout` (seconds) passed first. Ctrl-C interrupts the wait; a `KeyboardInterrupt` or `SystemExit`
+    /// raised in the sink is raised here. `RuntimeError` from the sink itself, or on the asyncio loop of an
+    /// async sink, which the wait would stall.
+    #[pyo3(signature = (timeout=None))]
+    fn wait_idle(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        self.shared.check(Some("wait_idle()"))?;
+        self.shared.watching.wait_idle(py, timeout)
+    }
+
+    /// Stops recording: queued events are written, every pending retry gets one last attempt, every live
+    /// series its final count; watchers get their queued events. Returns the final `stats()`, or raises
+    /// `TimeoutError` if `timeout` seconds ran out first (the rest then finishes in the background).
+    /// Idempotent; callers on several threads each wait for the end (or their own timeout). Ctrl-C interrupts
+    /// the wait; a `KeyboardInterrupt` or `SystemExit` raised in the sink is raised here. On the asyncio loop
+    /// of an async sink it raises `RuntimeError`: use `await aclose()` there.
+    #[pyo3(signature = (timeout=None))]
+    fn shutdown<'py>(&self, py: Python<'py>, timeout: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+        let s = &self.shared;
+        s.check(Some("shutdown()"))?;
+        let done = s.watching.shutdown(py, timeout, || s.core.begin_shutdown())?;
+        let stats = self.stats(py)?;
+        if !done {
+            let pending = s.core.stats().pending;
+            return Err(Error::Timeout(format!(
+                "shutdown timed out with {pending} events still pending; they go on in the background"
+            ))
+            .into());
+        }
+        s.watching.pipeline.report_shutdown("shut down", 0);
+        Ok(stats)
+    }
+
+    /// `shutdown()` for a coroutine: awaits it on a thread of the loop's default executor, so that the loop
+    /// goes on running the async sink's last writes. Returns the final `stats()`.
+    #[pyo3(signature = (timeout=None))]
+    fn aclose<'py>(slf: &Bound<'py, Self>, timeout: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        slf.get().shared.check(None)?;
+        aclose(slf.as_any(), timeout)
+    }
+
+    /// Counters, in the order and with the meaning of `Broadcaster.stats()` where both APIs have them
+    /// (received, dropped_incoming, dropped_after_shutdown, dropped_watchers, created, patched,
+    /// create_errors, patch_errors: sink calls by verb and result; retries, abandoned, handler_errors,
+    /// recorder_waits, pending), then the series cache's decisions (observed, first_occurrences,
+    /// series_started, counted, refresh_writes, finish_writes, forgotten, evicted, evicted_writes,
+    /// shutdown_writes), writes_ok and write_errors (one write may be two sink calls), finish_rounds,
+    /// refresh_rounds, pending_retries, cache_len, truncated_notes, last_error (a clock that failed), and
+    /// sinks: each sink's health. Never waits for a sink call: the counters are as of the last write.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.shared.check(None)?;
+        let s = lifecycle::detach(py, || self.shared.core.stats());
+        Ok(pythonize::pythonize(py, &s)?.cast_into::<PyDict>()?)
+    }
+
+    /// For the exit hook: shuts down, waiting up to `timeout` seconds, and answers what was not delivered.
+    fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (String, u64) {
+        let s = &self.shared;
+        let undelivered = s.watching.exit_flush(py, timeout, |wait| s.core.exit_flush(wait));
+        (s.registration.name().to_owned(), undelivered)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<()> {
+        self.shutdown(py, None)?;
         Ok(())
     }
 
-    /// Raises `RuntimeError` when the engine was created before `os.fork()` (its thread is not in this
-    /// process) and, for a blocking call named `blocking`, when that call is made from the sink, on the engine
-    /// thread, or on the asyncio loop of an async sink, which the wait would stall.
-    #[pyo3(signature = (blocking=None))]
-    fn check(&self, py: Python<'_>, blocking: Option<&str>) -> PyResult<()> {
-        self.check_usable(py, blocking)
+    fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        aenter(slf.into_any())
     }
 
-    /// Waits until the engine thread has handled every queued event and everything due at the clock's
-    /// present (retries, rounds). Returns False if `timeout` (seconds) ran out first. Ctrl-C interrupts the
-    /// wait; a `KeyboardInterrupt` or `SystemExit` the sink raised is raised here.
-    #[pyo3(signature = (timeout=None))]
-    fn wait_idle(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
-        self.check_usable(py, Some("wait_idle"))?;
-        let timeout = timeout_arg(timeout)?;
-        match self.core.kick() {
-            Some(kick) => self.guard.wait(py, timeout, |slice| self.core.wait_idle(kick, slice)),
-            None => self.guard.failures.take().map_or(Ok(true), Err),
+    /// `aclose()`: shuts down off the loop, so that async sinks can still run on it.
+    #[pyo3(signature = (*_exc))]
+    fn __aexit__<'py>(slf: Bound<'py, Self>, _exc: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+        Self::aclose(&slf, None)
+    }
+}
+
+/// client-go's `tools/events` `EventRecorder` for one reporting controller and instance; `eventf` never
+/// blocks.
+#[pyclass(module = "kubevents", name = "EventsRecorder", frozen)]
+pub struct PyEventsRecorder {
+    binding: Arc<EventsBinding>,
+    controller: String,
+    instance: String,
+}
+
+impl PyEventsRecorder {
+    fn record(&self, py: Python<'_>, call: Call) -> PyResult<()> {
+        let b = &self.binding;
+        b.check(None)?;
+        let ((), behind) = b.core.record(&call.input(&self.controller, &self.instance), |_| ())?;
+        b.watching.turns.hand_over(py);
+        // Never on an asyncio loop's thread, which the wait would stall, async sinks included.
+        if behind && b.running_loop.bind(py).call0()?.is_none() {
+            lifecycle::detach(py, || b.watching.pipeline.relieve());
         }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl PyEventsRecorder {
+    /// Records an event about `regarding` (and optionally `related`): `note % args` when args are given.
+    #[pyo3(signature = (regarding, related, r#type, reason, action, note, *args))]
+    #[allow(clippy::too_many_arguments)]
+    fn eventf(
+        &self,
+        regarding: &Bound<'_, PyAny>,
+        related: Option<&Bound<'_, PyAny>>,
+        r#type: &Bound<'_, PyAny>,
+        reason: &Bound<'_, PyAny>,
+        action: &Bound<'_, PyAny>,
+        note: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+    ) -> PyResult<()> {
+        let call = checked_call(regarding, related, None, r#type, reason, action, note, args)?;
+        self.record(regarding.py(), call)
     }
 
-    /// Stops taking events, records the queued ones, gives every pending retry one last attempt and writes
-    /// the final count of every live series, then ends the engine thread. Returns False if `timeout`
-    /// (seconds) ran out first; the thread then finishes in the background. Any number of callers may wait
-    /// at once; Ctrl-C interrupts the wait; a `KeyboardInterrupt` or `SystemExit` the sink raised is raised
-    /// here.
-    #[pyo3(signature = (timeout=None))]
-    fn shutdown(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
-        self.check_usable(py, Some("shutdown"))?;
-        let timeout = timeout_arg(timeout)?;
-        self.begin_stop();
-        let finished = self.guard.wait(py, timeout, |slice| self.core.wait_finished(slice))?;
-        if finished {
-            self.core.check_failed()?;
-        }
-        Ok(finished)
+    /// `eventf` with annotations on the event's metadata.
+    #[pyo3(signature = (regarding, related, annotations, r#type, reason, action, note, *args))]
+    #[allow(clippy::too_many_arguments)]
+    fn annotated_eventf(
+        &self,
+        regarding: &Bound<'_, PyAny>,
+        related: Option<&Bound<'_, PyAny>>,
+        annotations: Option<BTreeMap<String, String>>,
+        r#type: &Bound<'_, PyAny>,
+        reason: &Bound<'_, PyAny>,
+        action: &Bound<'_, PyAny>,
+        note: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+    ) -> PyResult<()> {
+        let call = checked_call(regarding, related, annotations, r#type, reason, action, note, args)?;
+        self.record(regarding.py(), call)
     }
 
-    /// For the exit hook: stops, waits up to `timeout` seconds for the engine thread without raising, and
-    /// answers how many events or writes it had not made (queued, under way, waiting for a retry).
-    fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> u64 {
-        drop(lock(&self.unstarted).take());
-        let wait = Duration::try_from_secs_f64(timeout).unwrap_or_default();
-        lifecycle::detach(py, || self.core.exit_flush(wait))
+    #[getter]
+    fn reporting_controller(&self) -> &str {
+        &self.controller
     }
 
-    /// Counters: what the series cache decided, what the sink did, what was dropped. Never waits for the
-    /// engine thread: its counters are as of its last write.
-    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.check_usable(py, None)?;
-        Ok(pythonize::pythonize(py, &self.core.stats())?)
+    #[getter]
+    fn reporting_instance(&self) -> &str {
+        &self.instance
+    }
+
+    fn __repr__(&self) -> String {
+        format!("EventsRecorder(reporting_controller={:?}, reporting_instance={:?})", self.controller, self.instance)
+    }
+}
+
+/// The checks of `EventsRecorder`'s methods, for `kubevents.testing.FakeEventsRecorder`: each raises what the
+/// `EventsRecorder` method of its name raises for the same arguments, and returns the event it would record
+/// (reported by "fake", "fake") instead of recording it.
+#[pyclass(module = "kubevents._native", name = "EventsRecorderCheck", frozen)]
+pub struct PyEventsRecorderCheck;
+
+impl PyEventsRecorderCheck {
+    /// The note as formatted (before any cut to the server's limit), and the event.
+    fn made<'py>(&self, py: Python<'py>, call: &Call) -> PyResult<Bound<'py, PyTuple>> {
+        let input = call.input("fake", "fake");
+        let (event, _) = make_event_v1(&input, Time(0), &mut UuidSource::Random);
+        (call.note.as_str(), event_v1_to_py(py, &event)?).into_pyobject(py)
+    }
+}
+
+#[pymethods]
+impl PyEventsRecorderCheck {
+    #[new]
+    fn new() -> Self {
+        PyEventsRecorderCheck
+    }
+
+    /// `EventsRecorder.eventf`'s checks; the note and the event it would record.
+    #[pyo3(signature = (regarding, related, r#type, reason, action, note, *args))]
+    #[allow(clippy::too_many_arguments)]
+    fn eventf<'py>(
+        &self,
+        regarding: &Bound<'py, PyAny>,
+        related: Option<&Bound<'py, PyAny>>,
+        r#type: &Bound<'py, PyAny>,
+        reason: &Bound<'py, PyAny>,
+        action: &Bound<'py, PyAny>,
+        note: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let call = checked_call(regarding, related, None, r#type, reason, action, note, args)?;
+        self.made(regarding.py(), &call)
+    }
+
+    /// `EventsRecorder.annotated_eventf`'s checks; the note and the event it would record.
+    #[pyo3(signature = (regarding, related, annotations, r#type, reason, action, note, *args))]
+    #[allow(clippy::too_many_arguments)]
+    fn annotated_eventf<'py>(
+        &self,
+        regarding: &Bound<'py, PyAny>,
+        related: Option<&Bound<'py, PyAny>>,
+        annotations: Option<BTreeMap<String, String>>,
+        r#type: &Bound<'py, PyAny>,
+        reason: &Bound<'py, PyAny>,
+        action: &Bound<'py, PyAny>,
+        note: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let call = checked_call(regarding, related, annotations, r#type, reason, action, note, args)?;
+        self.made(regarding.py(), &call)
     }
 }
 

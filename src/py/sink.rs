@@ -27,7 +27,8 @@ const LOOP_CHECK: Duration = Duration::from_millis(100);
 /// `status` (the official clients' `ApiException`) and `body`, else `TypeError`/`ValueError` give up.
 pub fn classify(py: Python<'_>, err: &PyErr) -> WriteError {
     let value = err.value(py);
-    let message = format!("{}: {}", value.get_type().name().map(|n| n.to_string()).unwrap_or_default(), value);
+    let kind = value.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+    let message = format!("{kind}: {value}");
     let attr = |name| value.getattr_opt(name).ok().flatten();
     let status = attr(intern!(py, "status")).filter(|s| s.is_instance_of::<PyInt>()).and_then(|s| s.extract().ok());
     let body = attr(intern!(py, "body"));
@@ -36,7 +37,7 @@ pub fn classify(py: Python<'_>, err: &PyErr) -> WriteError {
         Err(_) => b.cast::<PyString>().ok()?.to_str().ok().map(str::as_bytes),
     });
     let invalid = err.is_instance_of::<PyTypeError>(py) || err.is_instance_of::<PyValueError>(py);
-    WriteError::from_call(status, body, invalid, message)
+    WriteError::from_call(status, body, invalid, message).with_kind(kind)
 }
 
 /// What a broadcaster keeps of what its sinks and callbacks raised.
@@ -136,6 +137,8 @@ impl Guard {
 
 /// A Python sink's methods and, for async ones, the loop they run on.
 pub struct PySink {
+    /// The sink's class, for the lines of its health.
+    class: String,
     pub create: Py<PyAny>,
     pub patch: Py<PyAny>,
     locals: Option<TaskLocals>,
@@ -183,21 +186,25 @@ impl PySink {
         } else {
             None
         };
-        Ok(PySink { create: create.unbind(), patch: patch.unbind(), locals, turns, failures })
+        let class = sink.get_type().name()?.to_string();
+        Ok(PySink { class, create: create.unbind(), patch: patch.unbind(), locals, turns, failures })
+    }
+
+    /// The sink's class.
+    pub fn class(&self) -> &str {
+        &self.class
     }
 
     /// A failed call as a write error. An exception that is not an `Exception` (`KeyboardInterrupt`,
     /// `SystemExit`) is never retried: it is kept for the broadcaster to raise again on a caller's thread.
-    /// An error that is not an API error carries its traceback the first time it is seen.
+    /// An error that is not an API error carries its traceback the first time it is seen at its place.
     pub fn fail(&self, py: Python<'_>, err: &PyErr) -> WriteError {
         if keep_interrupt(&self.failures, py, err) {
             return WriteError::interrupted(&err.get_type(py).name().map(|n| n.to_string()).unwrap_or_default());
         }
         let mut e = classify(py, err);
         if e.status.is_none() {
-            if let Some(tb) = traceback_once(&self.failures, py, err) {
-                e.message = format!("{}\n{tb}", e.message);
-            }
+            e.traceback = traceback_once(&self.failures, py, err);
         }
         e
     }
@@ -322,5 +329,9 @@ impl EventSink for PySink {
 
     fn batch(&self, f: &mut dyn FnMut()) {
         self.turns.attach(|_| f())
+    }
+
+    fn describe(&self) -> String {
+        self.class.clone()
     }
 }

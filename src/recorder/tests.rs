@@ -31,12 +31,16 @@ impl Warnings {
 fn hub(queue_length: usize) -> (Arc<RecorderHub>, Arc<FakeClock>, Arc<Warnings>) {
     let clock = Arc::new(FakeClock::new(START));
     let options = Options {
-        queue_length,
-        full_channel: FullChannel::Drop,
+        pipeline: crate::pipeline::PipelineOptions {
+            name: "Broadcaster-test".into(),
+            queue_length,
+            full_channel: FullChannel::Drop,
+            clock: clock.clone(),
+            catch_up_wait: DEFAULT_CATCH_UP_WAIT,
+            log_interval: crate::health::DEFAULT_LOG_INTERVAL_NANOS,
+        },
         retry: RetryPolicy { max_tries: 12, sleep_nanos: 0 },
         correlator: CorrelatorOptions::default(),
-        clock: clock.clone(),
-        catch_up_wait: DEFAULT_CATCH_UP_WAIT,
     };
     let warnings = Arc::new(Warnings::default());
     let broadcaster = EventBroadcaster::new(options, warnings.clone()).unwrap();
@@ -87,7 +91,7 @@ fn counts_and_warns_about_events_after_shutdown() {
     assert!(!record(&r, "b"));
     assert!(!record(&r, "c"));
     let s = hub.broadcaster().stats();
-    assert_eq!((s.received, s.dropped_after_shutdown, s.dropped_incoming), (3, 2, 0));
+    assert_eq!((s.pipeline.received, s.pipeline.dropped_after_shutdown, s.pipeline.dropped_incoming), (3, 2, 0));
     // The first drop is warned about, the second falls within the interval.
     assert_eq!(
         warnings.take(),
@@ -207,7 +211,11 @@ fn reports_what_a_shutdown_left_undelivered() {
     assert!(hub.broadcaster().shutdown(Some(Duration::from_secs(10))));
     warnings.take();
     hub.end_shutdown(true).unwrap();
-    assert_eq!(warnings.take(), ["shut down: 1 events could not be delivered (see stats())"]);
+    assert_eq!(
+        warnings.take(),
+        ["kubevents: Broadcaster-test shut down: 1 event received; sink Broadcaster-test/sink-1 (sink): 1 failed \
+          write, 1 event given up (1 not retryable), last error: forbidden"]
+    );
 }
 
 #[test]

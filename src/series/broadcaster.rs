@@ -1,50 +1,51 @@
-//! The events.k8s.io/v1 broadcaster (`tools/events` `eventBroadcasterImpl` with `StartRecordingToSink`):
-//! the series engine on a thread of its own.
+//! The events.k8s.io/v1 broadcaster (`tools/events` `eventBroadcasterImpl`): as in client-go it embeds the
+//! watch mux (`crate::pipeline`, shared with core/v1), and `StartRecordingToSink` is a watcher whose thread
+//! owns the series engine and the sink.
 //!
-//! Callers make events on their own thread and hand them over through a bounded queue (full: dropped,
-//! never blocking). The engine thread owns the series engine and the sink, and holds no lock while it calls
-//! the sink: it publishes its counters after every write for `stats()`, and `wait_idle`/`wait_finished` wait
-//! on a condition, a slice at a time, any number of callers at once.
+//! Recorders make events on their own thread and hand them to the mux (dropped when full, never blocking).
+//! The sink's thread takes them a batch at a time, decides and writes, and runs the rounds and retries when
+//! they are due on the clock; it holds no lock while it calls the sink, and publishes its counters after
+//! every write for `stats()`.
 
-use std::collections::VecDeque;
 use std::fmt;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::ThreadId;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::engine::{EngineStats, SeriesEngine};
+use super::engine::{EngineOptions, EngineStats, SeriesEngine};
 use super::event::EventV1;
 use super::make::{make_event_v1, EventV1Input};
 use super::record::SinkV1;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::event::UuidSource;
+use crate::health::Reporter;
+use crate::pipeline::{Pipeline, PipelineOptions, PipelineStats, SinksHealth, Watcher, BATCH};
 use crate::sync::lock;
 use crate::time::Time;
+use crate::watch::{Lane, Popped};
 
-/// client-go's `maxQueuedEvents`: events waiting for the engine thread beyond this are dropped.
+/// client-go's `maxQueuedEvents`: the mux's incoming queue and each watcher's hold this many events.
 pub const MAX_QUEUED_EVENTS: usize = 1000;
-/// The engine thread waits up to `LINGER` for more events when it has fewer than `LINGER_BATCH`.
-const LINGER: Duration = Duration::from_micros(200);
-const LINGER_BATCH: usize = 64;
-/// Writes made per `Host::attached` on the engine thread.
+/// Writes made per `Host::attached` on the sink's thread.
 const ATTACHED_CHUNK: usize = 64;
-/// How often the engine thread looks at a clock it cannot wait on (a fake or user clock): reading a Python
+/// How often the sink's thread looks at a clock it cannot wait on (a fake or user clock): reading a Python
 /// clock takes the GIL, so not as often as `VIRTUAL_CLOCK_POLL`.
 const POLL: Duration = Duration::from_millis(20);
 /// The longest wait on the system clock, so that a clock stepped by the OS is noticed.
 const MAX_WAIT: Duration = Duration::from_secs(1);
 
-/// What the engine thread needs from the program it runs in (the Python binding: the GIL).
+/// What the sink's thread needs from the program it runs in (the Python binding: the GIL).
 pub trait Host: Send + 'static {
     /// Runs `f` holding what the sink's calls and the text of user code's errors need, taken once for many
     /// calls rather than once per call (taking the GIL from a busy Python thread can cost a switch interval).
     fn attached(&self, f: &mut dyn FnMut());
 }
 
-/// Why `start` refused.
+/// Why `start_recording_to_sink` refused.
 #[derive(Debug)]
 pub enum StartError {
     ShutDown,
@@ -56,7 +57,7 @@ impl fmt::Display for StartError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StartError::ShutDown => f.write_str("the broadcaster is shut down"),
-            StartError::Started => f.write_str("the broadcaster is already recording to its sink"),
+            StartError::Started => f.write_str("the broadcaster is already recording to a sink"),
             StartError::Spawn(e) => write!(f, "{e}"),
         }
     }
@@ -71,238 +72,222 @@ impl From<StartError> for Error {
     }
 }
 
-/// Counters: the engine's as of its last write, and the queue's.
+/// The broadcaster's settings.
+#[derive(Clone)]
+pub struct EventsOptions {
+    pub pipeline: PipelineOptions,
+    pub engine: EngineOptions,
+}
+
+/// Counters, in the order `EventsBroadcaster.stats()` lists them: the pipeline's and the sink calls' as
+/// core/v1's, then the series engine's as of its last write.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct EventsBroadcasterStats {
     #[serde(flatten)]
+    pub pipeline: PipelineStats,
+    /// Sink calls that succeeded, and that failed, by verb (a patch that finds nothing and its create are
+    /// two calls).
+    pub created: u64,
+    pub patched: u64,
+    pub create_errors: u64,
+    pub patch_errors: u64,
+    pub retries: u64,
+    pub abandoned: u64,
+    pub handler_errors: u64,
+    pub recorder_waits: u64,
+    /// Events queued, decided and not written yet, or waiting for a retry.
+    pub pending: u64,
+    #[serde(flatten)]
     pub engine: EngineStats,
-    /// Every `record` call.
-    pub received: u64,
-    pub queued: u64,
-    /// Events dropped: the queue was full, or (`dropped_after_shutdown`, a part of `dropped`) the broadcaster
-    /// was stopping.
-    pub dropped: u64,
-    pub dropped_after_shutdown: u64,
     pub truncated_notes: u64,
-    /// A clock that failed on the engine thread, as text.
+    /// A clock that failed on the sink's thread, as text.
     pub last_error: Option<String>,
+    pub sinks: SinksHealth,
 }
 
+/// What the sink's thread publishes for `stats()`.
 #[derive(Default)]
-struct EngineState {
-    queue: VecDeque<EventV1>,
-    started: bool,
-    stopping: bool,
-    /// The engine thread has ended (or was never started and never will be).
-    finished: bool,
-    /// The engine thread ended with a panic.
-    failed: bool,
-    /// `kick` calls so far, and the last one the engine thread answered with an idle pass.
-    kicks: u64,
-    idle_for: u64,
-    received: u64,
-    dropped: u64,
-    dropped_after_shutdown: u64,
-    truncated: u64,
-    last_error: Option<String>,
-    /// Published by the engine thread, so that `stats()` never waits for a sink call to end.
+struct Published {
     engine: EngineStats,
-    /// Events or writes the engine thread has taken from the queue and not made yet.
+    /// Writes decided and not made yet.
     in_hand: u64,
+    last_error: Option<String>,
 }
 
 struct Shared {
-    state: Mutex<EngineState>,
-    wake: Condvar,
-    idle: Condvar,
+    pipeline: Arc<Pipeline<EventV1, Arc<EventV1>>>,
+    published: Mutex<Published>,
+    /// The sink's thread, once started.
     worker: OnceLock<ThreadId>,
+    truncated: AtomicU64,
 }
 
-/// Marks the engine thread finished when it ends, a panic included, and wakes whoever waits for that.
-struct Finish<'a>(&'a Shared);
-
-impl Drop for Finish<'_> {
-    fn drop(&mut self) {
-        let mut st = self.0.state();
-        st.finished = true;
-        st.failed = std::thread::panicking();
-        st.idle_for = st.kicks;
-        self.0.idle.notify_all();
-    }
-}
-
-/// The events.k8s.io/v1 broadcaster: a queue in front of a `SeriesEngine` run by a thread of its own.
+/// The events.k8s.io/v1 broadcaster.
 pub struct EventsBroadcaster {
     shared: Arc<Shared>,
-    /// The engine's clock, read here too so that making an event never waits for a sink call.
-    clock: Arc<dyn Clock>,
-    /// The series engine until `start` hands it to the engine thread.
+    /// The series engine until `start_recording_to_sink` hands it to the sink's thread.
     unstarted: Mutex<Option<SeriesEngine>>,
+    started: Mutex<bool>,
 }
 
 impl EventsBroadcaster {
-    pub fn new(engine: SeriesEngine) -> Self {
-        EventsBroadcaster {
+    pub fn new(options: EventsOptions, reporter: Arc<dyn Reporter>) -> Result<Self> {
+        let engine = SeriesEngine::new(options.pipeline.clock.clone(), options.engine)?;
+        let pipeline = Pipeline::new(options.pipeline, reporter, Arc::new)?;
+        Ok(EventsBroadcaster {
             shared: Arc::new(Shared {
-                state: Mutex::new(EngineState::default()),
-                wake: Condvar::new(),
-                idle: Condvar::new(),
+                pipeline,
+                published: Mutex::new(Published::default()),
                 worker: OnceLock::new(),
+                truncated: AtomicU64::new(0),
             }),
-            clock: engine.clock().clone(),
             unstarted: Mutex::new(Some(engine)),
-        }
+            started: Mutex::new(false),
+        })
     }
 
-    /// Makes the event of one occurrence at the clock's present, shows it to `seen`, and queues it if
-    /// recording (dropped when the queue is full or the broadcaster stopping). Returns what `seen` returned,
-    /// and whether the engine thread is behind (half a queue to catch up on), when the caller should let it
-    /// run.
+    pub fn pipeline(&self) -> &Arc<Pipeline<EventV1, Arc<EventV1>>> {
+        &self.shared.pipeline
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        self.shared.pipeline.clock()
+    }
+
+    /// Makes the event of one occurrence at the clock's present, shows it to `seen`, and hands it to the mux
+    /// (dropped when its queue is full or the broadcaster shut down, counted either way). Returns what `seen`
+    /// returned, and whether some watcher is behind (the caller may then `relieve`).
     pub fn record<R>(&self, input: &EventV1Input<'_>, seen: impl FnOnce(&EventV1) -> R) -> Result<(R, bool)> {
-        let now = self.clock.now()?;
+        let p = &self.shared.pipeline;
+        let now = p.clock().now()?;
         let (event, truncated) = make_event_v1(input, now, &mut UuidSource::Random);
-        let out = seen(&event);
-        let mut st = self.shared.state();
-        st.truncated += u64::from(truncated);
-        st.received += 1;
-        if st.started && !st.stopping {
-            if st.queue.len() >= MAX_QUEUED_EVENTS {
-                st.dropped += 1;
-            } else {
-                // The engine thread takes the whole queue at once, so only the first event needs to wake it.
-                if st.queue.is_empty() {
-                    self.shared.wake.notify_one();
-                }
-                st.queue.push_back(event);
-            }
-        } else if st.stopping {
-            st.dropped += 1;
-            st.dropped_after_shutdown += 1;
+        if truncated {
+            self.shared.truncated.fetch_add(1, Ordering::Relaxed);
         }
-        Ok((out, st.queue.len() >= MAX_QUEUED_EVENTS / 2))
+        let out = seen(&event);
+        let _ = p.record(event);
+        Ok((out, p.under_pressure()))
     }
 
-    /// Why `start` would refuse now, if it would.
+    /// Why `start_recording_to_sink` would refuse now, if it would.
     pub fn can_start(&self) -> Result<(), StartError> {
-        Self::startable(&self.shared.state())
+        self.startable(*lock(&self.started))
     }
 
-    fn startable(st: &EngineState) -> Result<(), StartError> {
-        if st.stopping {
+    fn startable(&self, started: bool) -> Result<(), StartError> {
+        if self.shared.pipeline.is_shutting_down() {
             Err(StartError::ShutDown)
-        } else if st.started {
+        } else if started {
             Err(StartError::Started)
         } else {
             Ok(())
         }
     }
 
-    /// Starts the engine thread, writing to `sink`; `host` gives it what the sink's calls need.
-    pub fn start<S: SinkV1 + Send + 'static>(&self, sink: S, host: impl Host) -> Result<(), StartError> {
-        let mut st = self.shared.state();
-        Self::startable(&st)?;
-        let engine = lock(&self.unstarted).take().ok_or(StartError::ShutDown)?;
-        let shared = self.shared.clone();
-        let spawned = crate::threads::spawn("events-v1", move || {
-            let _ = shared.worker.set(std::thread::current().id());
-            let _finish = Finish(&shared);
-            shared.run(engine, sink, &host);
-        });
-        if let Err(e) = spawned {
-            // The sink and the engine went with the thread that did not start.
-            st.stopping = true;
-            st.finished = true;
-            return Err(StartError::Spawn(e));
-        }
-        st.started = true;
-        Ok(())
+    /// `StartEventWatcher`: `handler` gets the events in order, a batch at a time, on a thread of its own.
+    pub fn start_event_watcher(
+        &self,
+        kind: &str,
+        handler: impl FnMut(&[Arc<EventV1>]) + Send + 'static,
+    ) -> Result<Watcher<EventV1, Arc<EventV1>>> {
+        self.shared.pipeline.start_event_watcher(kind, handler)
     }
 
-    /// Refuses a call that waits for the engine thread (`what`) on the engine thread, from the sink: it would
+    /// `StartRecordingToSink`: a watcher whose thread runs the series engine against `sink` (`describe`
+    /// names its class in the lines of its health); `host` gives it what the sink's calls need. Once only.
+    pub fn start_recording_to_sink<S: SinkV1 + Send + 'static>(
+        &self,
+        sink: S,
+        describe: String,
+        host: impl Host,
+    ) -> Result<Watcher<EventV1, Arc<EventV1>>> {
+        let mut started = lock(&self.started);
+        self.startable(*started)?;
+        let p = &self.shared.pipeline;
+        let lane = p.watch("sink")?;
+        let health = p.sink_health(&lane, describe);
+        let Some(mut engine) = lock(&self.unstarted).take() else { return Err(StartError::ShutDown.into()) };
+        let weak = Arc::downgrade(&self.shared);
+        engine.set_health(health.clone(), Box::new(move || weak.upgrade().map_or(0, |s| s.pending())));
+        let shared = self.shared.clone();
+        let l = lane.clone();
+        let watcher = p.watcher(&lane);
+        let spawned = p.spawn(&lane.name, move || {
+            let _ = shared.worker.set(std::thread::current().id());
+            shared.run(&l, engine, sink, &host);
+        });
+        if let Err(e) = spawned {
+            watcher.stop();
+            return Err(e);
+        }
+        *started = true;
+        Ok(watcher)
+    }
+
+    /// Refuses a call that waits for the sink's thread (`what`) on that very thread, from the sink: it would
     /// never end.
     pub fn refuse_on_worker(&self, what: &str) -> Result<()> {
         if self.shared.worker.get() == Some(&std::thread::current().id()) {
-            return Err(Error::State(format!("{what} called from the sink, on the engine thread")));
+            return Err(Error::State(format!("{what} called from the sink, on the broadcaster's thread")));
         }
         Ok(())
     }
 
-    /// Stops taking events; the engine thread writes what it holds, and ends. Never waits.
-    pub fn begin_stop(&self) {
-        {
-            let mut st = self.shared.state();
-            st.stopping = true;
-            if !st.started {
-                st.finished = true;
-            }
-            self.shared.wake.notify_all();
-        }
+    /// Stops taking events: the watchers get what is queued, the sink's thread writes what it holds, gives
+    /// each pending retry one last attempt and every live series its final count, and ends. Never waits.
+    pub fn begin_shutdown(&self) {
+        self.shared.pipeline.begin_shutdown();
         // An engine never started is released here.
         drop(lock(&self.unstarted).take());
     }
 
-    /// Inherited through a fork: the engine thread stayed in the parent, maybe holding the state's lock, and
-    /// what it guards may be half changed; the state is never touched, nor freed, again.
-    pub fn abandon(&self) {
-        std::mem::forget(self.shared.clone());
+    /// Nothing can happen any more without the clock moving: the queues are empty and the sink's thread
+    /// waits for a later instant (a round or a retry).
+    pub fn wait_idle(&self, slice: Duration) -> bool {
+        self.shared.pipeline.wait_idle(Some(slice))
     }
 
-    /// Asks the engine thread for an idle pass: handle every queued event and everything due at the clock's
-    /// present. Returns the ticket to pass to `wait_idle`, or None when no thread runs (idle already).
-    pub fn kick(&self) -> Option<u64> {
-        let mut st = self.shared.state();
-        if st.started && !st.finished {
-            st.kicks += 1;
-            self.shared.wake.notify_all();
-            Some(st.kicks)
-        } else {
-            None
-        }
+    /// Waits up to `slice` for every thread to end after `begin_shutdown`; returns whether they have.
+    pub fn wait_shut_down(&self, slice: Duration) -> bool {
+        self.shared.pipeline.wait_shut_down(Some(slice))
     }
 
-    /// Waits up to `slice` for the idle pass `kick` asked for; returns whether it came.
-    pub fn wait_idle(&self, kick: u64, slice: Duration) -> bool {
-        self.shared.wait_while(slice, |st| st.idle_for < kick)
-    }
-
-    /// Waits up to `slice` for the engine thread to end; returns whether it has.
-    pub fn wait_finished(&self, slice: Duration) -> bool {
-        self.shared.wait_while(slice, |st| !st.finished)
-    }
-
-    /// An error if the engine thread ended with a panic.
-    pub fn check_failed(&self) -> Result<()> {
-        if self.shared.state().failed {
-            return Err(Error::State("the engine thread failed".into()));
-        }
-        Ok(())
-    }
-
-    /// Events or writes not made yet: queued, under way, waiting for a retry.
-    pub fn undelivered(&self) -> u64 {
-        let st = self.shared.state();
-        st.queue.len() as u64 + st.in_hand + st.engine.pending_retries
-    }
-
-    /// For the exit hook: `begin_stop`, waiting up to `wait` for the engine thread; returns `undelivered()`.
+    /// For the exit hook: `begin_shutdown`, waiting up to `wait`; returns the events not written.
     pub fn exit_flush(&self, wait: Duration) -> u64 {
-        self.begin_stop();
-        self.wait_finished(wait);
-        self.undelivered()
+        self.begin_shutdown();
+        self.wait_shut_down(wait);
+        self.shared.pending()
     }
 
-    /// Never waits for the engine thread: its counters are as of its last write.
+    /// Never waits for the sink's thread: its counters are as of its last write.
     pub fn stats(&self) -> EventsBroadcasterStats {
-        let st = self.shared.state();
+        let s = &self.shared;
+        let p = &s.pipeline;
+        let published = lock(&s.published);
+        let e = published.engine;
         EventsBroadcasterStats {
-            engine: st.engine,
-            received: st.received,
-            queued: st.queue.len() as u64,
-            dropped: st.dropped,
-            dropped_after_shutdown: st.dropped_after_shutdown,
-            truncated_notes: st.truncated,
-            last_error: st.last_error.clone(),
+            pipeline: p.stats(),
+            created: e.sink_creates,
+            patched: e.sink_patches,
+            create_errors: e.sink_create_errors,
+            patch_errors: e.sink_patch_errors,
+            retries: e.retries,
+            abandoned: e.abandoned,
+            handler_errors: p.handler_errors(),
+            recorder_waits: p.recorder_waits(),
+            pending: p.pending() + published.in_hand + e.pending_retries,
+            engine: e,
+            truncated_notes: s.truncated.load(Ordering::Relaxed),
+            last_error: published.last_error.clone(),
+            sinks: p.sinks(),
         }
+    }
+}
+
+impl Drop for EventsBroadcaster {
+    fn drop(&mut self) {
+        // Nobody can record any more: the threads deliver what is queued and end.
+        self.begin_shutdown();
     }
 }
 
@@ -314,63 +299,20 @@ fn describe(host: &dyn Host, e: &Error) -> String {
 }
 
 impl Shared {
-    fn state(&self) -> MutexGuard<'_, EngineState> {
-        lock(&self.state)
-    }
-
-    /// Waits on `idle` for at most `timeout` while `pending` holds; returns whether it stopped holding.
-    fn wait_while(&self, timeout: Duration, pending: impl FnMut(&mut EngineState) -> bool) -> bool {
-        !self.idle.wait_timeout_while(self.state(), timeout, pending).unwrap_or_else(|p| p.into_inner()).1.timed_out()
+    fn pending(&self) -> u64 {
+        let published = lock(&self.published);
+        self.pipeline.pending() + published.in_hand + published.engine.pending_retries
     }
 
     fn note_error(&self, host: &dyn Host, e: &Error) {
         let text = describe(host, e);
-        self.state().last_error = Some(text);
+        lock(&self.published).last_error = Some(text);
     }
 
     fn publish(&self, engine: &SeriesEngine, in_hand: usize) {
-        let mut st = self.state();
-        st.engine = engine.stats();
-        st.in_hand = in_hand as u64;
-    }
-
-    /// Waits for events, a `kick`, shutdown or the next due instant, then takes the queue: returns it, the
-    /// kick it answers, whether the engine is stopping, and the clock's reading taken just before the queue
-    /// was (whatever was recorded before the clock read that is in the batch).
-    fn next_batch(&self, engine: &SeriesEngine, host: &dyn Host) -> (VecDeque<EventV1>, u64, bool, Option<Time>) {
-        let wanted = |st: &EngineState| !st.queue.is_empty() || st.stopping || st.kicks > st.idle_for;
-        let mut st = loop {
-            // Read without the state lock: a Python clock takes the GIL, which a recorder call holding the
-            // lock has.
-            let due = until_due(engine).map_err(|e| describe(host, &e));
-            let mut st = self.state();
-            if wanted(&st) {
-                break st;
-            }
-            let wait = match due {
-                Ok(None) => break st,
-                Ok(Some(d)) => d,
-                Err(e) => {
-                    st.last_error = Some(e);
-                    POLL
-                }
-            };
-            let st = self.wake.wait_timeout(st, wait).unwrap_or_else(|p| p.into_inner()).0;
-            if wanted(&st) {
-                break st;
-            }
-        };
-        // Woken by a few events with nobody waiting on this thread: linger once for a fuller batch, rather
-        // than wake for every event (recorder calls only wake it for the first).
-        if st.queue.len() < LINGER_BATCH && !st.stopping && st.kicks <= st.idle_for {
-            st = self.wake.wait_timeout(st, LINGER).unwrap_or_else(|p| p.into_inner()).0;
-        }
-        // The clock without the state lock (a Python clock takes the GIL), then the queue.
-        drop(st);
-        let now = engine.clock().now().map_err(|e| self.note_error(host, &e)).ok();
-        let mut st = self.state();
-        st.in_hand = st.queue.len() as u64;
-        (std::mem::take(&mut st.queue), st.kicks, st.stopping, now)
+        let mut p = lock(&self.published);
+        p.engine = engine.stats();
+        p.in_hand = in_hand as u64;
     }
 
     /// Makes the writes `decide` asked for, in chunks attached once each, short enough not to starve a
@@ -403,21 +345,56 @@ impl Shared {
             return;
         }
         self.write(engine, sink, host, writes);
-        if let Err(e) = engine.run_due_at(at, sink) {
-            self.note_error(host, &e);
+        host.attached(&mut || {
+            if let Err(e) = engine.run_due_at(at, sink) {
+                self.note_error(host, &e);
+            }
+        });
+    }
+
+    /// How long to wait for events before something is due, and when it is due; `None` when it is due now.
+    fn until_due(&self, engine: &SeriesEngine, host: &dyn Host) -> Option<(Duration, Time)> {
+        let due = engine.next_due();
+        let now = match engine.clock().now() {
+            Ok(now) => now,
+            Err(e) => {
+                self.note_error(host, &e);
+                return Some((POLL, due));
+            }
+        };
+        if due <= now {
+            return None;
+        }
+        if engine.clock().is_real() {
+            Some((Duration::from_nanos(due.since(now) as u64).min(MAX_WAIT), due))
+        } else {
+            Some((POLL, due))
         }
     }
 
-    /// The engine thread. It owns the engine: no lock is held while it calls the sink.
-    fn run<S: SinkV1>(&self, mut engine: SeriesEngine, mut sink: S, host: &dyn Host) {
+    /// The sink's thread. It owns the engine: no lock is held while it calls the sink.
+    fn run<S: SinkV1>(&self, lane: &Lane<Arc<EventV1>>, mut engine: SeriesEngine, mut sink: S, host: &dyn Host) {
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut writes = Vec::new();
         loop {
-            let (batch, kick, stopping, now) = self.next_batch(&engine, host);
+            let Some((wait, due)) = self.until_due(&engine, host) else {
+                if let Ok(now) = engine.clock().now() {
+                    self.run_due_at(now, &mut engine, &mut sink, host, &mut writes);
+                }
+                self.publish(&engine, 0);
+                continue;
+            };
+            match lane.pop_batch_until(&mut batch, BATCH, wait, due) {
+                Popped::TimedOut => continue,
+                Popped::Closed => break,
+                Popped::Items => {}
+            }
             // Each occurrence comes after the rounds due by the time it happened and before those due later,
-            // whatever this thread's timing: the rounds at start run before any event is cached, and a clock
-            // stepped past a round right after a recorder call still finds that call's event counted. Deciding
-            // needs no host; the writes are made in chunks (`write`).
-            let mut writes = Vec::new();
-            for event in batch {
+            // whatever this thread's timing: a clock stepped past a round right after a recorder call still
+            // finds that call's event counted. Deciding needs no host; the writes are made in chunks.
+            let n = batch.len();
+            for event in batch.drain(..) {
+                let event = Arc::try_unwrap(event).unwrap_or_else(|shared| EventV1::clone(&shared));
                 if let Some(t) = event.event_time {
                     self.run_due_at(t, &mut engine, &mut sink, host, &mut writes);
                 }
@@ -428,40 +405,42 @@ impl Shared {
             }
             self.publish(&engine, writes.len());
             self.write(&mut engine, &mut sink, host, &mut writes);
-            if let Some(now) = now {
-                self.run_due_at(now, &mut engine, &mut sink, host, &mut writes);
-            }
             self.publish(&engine, 0);
-            if stopping {
-                // Nothing was queued after the last batch: recorder calls drop events once stopping is set.
-                engine.shutdown(&mut sink);
-                self.publish(&engine, 0);
-                break;
-            }
-            let mut st = self.state();
-            if st.queue.is_empty() {
-                st.idle_for = st.idle_for.max(kick);
-                self.idle.notify_all();
-            }
+            lane.done(n);
         }
+        // Everything queued before the shutdown was taken: the last attempts and the final counts.
+        host.attached(&mut || {
+            engine.shutdown(&mut sink);
+        });
+        self.publish(&engine, 0);
         // Attached: the sink may hold user objects, and so may the engine's clock.
         let mut parts = Some((sink, engine));
         host.attached(&mut || drop(parts.take()));
     }
 }
 
-/// How long until something is due: `None` if it is due now.
-fn until_due(engine: &SeriesEngine) -> Result<Option<Duration>> {
-    let due = engine.next_due();
-    let now = engine.clock().now()?;
-    if due <= now {
-        return Ok(None);
+/// The message client-go's `StartStructuredLogging` writes for an events.k8s.io/v1 event (klog's key/value
+/// form).
+pub fn structured_line(e: &EventV1) -> String {
+    let r = &e.regarding;
+    let object = if r.namespace.is_empty() { r.name.clone() } else { format!("{}/{}", r.namespace, r.name) };
+    let mut s = String::with_capacity(160 + e.note.len());
+    s.push_str("Event occurred object=");
+    crate::broadcaster::go_quote(&mut s, &object);
+    for (k, v) in [
+        ("kind", &r.kind),
+        ("apiVersion", &r.api_version),
+        ("type", &e.type_),
+        ("reason", &e.reason),
+        ("action", &e.action),
+        ("note", &e.note),
+    ] {
+        s.push(' ');
+        s.push_str(k);
+        s.push('=');
+        crate::broadcaster::go_quote(&mut s, v);
     }
-    if engine.clock().is_real() {
-        Ok(Some(Duration::from_nanos(due.since(now) as u64).min(MAX_WAIT)))
-    } else {
-        Ok(Some(POLL))
-    }
+    s
 }
 
 #[cfg(test)]

@@ -11,13 +11,14 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use serde::Serialize;
 
-use super::cache::{Attempt, CacheStats, SeriesCache, Write};
+use super::cache::{CacheStats, SeriesCache};
 use super::event::EventV1;
 use super::record::{record_event, Recorded, SinkV1};
 use super::{DEFAULT_CACHE_SIZE, FINISH_TIME, REFRESH_TIME};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::sink::{Abandoned, Attempts, Jitter, Next, RetryPolicy, SinkCalls, Written};
+use crate::health::{SinkHealth, Step};
+use crate::sink::{Abandoned, Attempts, Jitter, Next, RetryPolicy, SinkCalls, Verdict, WriteError, Written};
 use crate::time::Time;
 
 #[derive(Clone, Copy, Debug)]
@@ -56,6 +57,7 @@ impl EngineOptions {
 #[serde(remote = "CacheStats")]
 struct CacheStatsDef {
     observed: u64,
+    #[serde(rename = "first_occurrences")]
     created: u64,
     series_started: u64,
     counted: u64,
@@ -75,12 +77,19 @@ pub struct EngineStats {
     /// Writes that succeeded and that failed; failures scheduled again, and events given up.
     pub writes_ok: u64,
     pub write_errors: u64,
-    /// Sink calls by verb and result (a patch that finds nothing and its create are two calls).
+    /// Sink calls by verb and result (a patch that finds nothing and its create are two calls), retries and
+    /// events given up: shown by the broadcaster's stats as core/v1's are.
+    #[serde(skip)]
     pub sink_creates: u64,
+    #[serde(skip)]
     pub sink_create_errors: u64,
+    #[serde(skip)]
     pub sink_patches: u64,
+    #[serde(skip)]
     pub sink_patch_errors: u64,
+    #[serde(skip)]
     pub retries: u64,
+    #[serde(skip)]
     pub abandoned: u64,
     pub finish_rounds: u64,
     pub refresh_rounds: u64,
@@ -94,8 +103,13 @@ struct PendingWrite {
     attempts: Attempts,
 }
 
+/// Counts the events waiting to be written, for the lines of a failing sink.
+pub type Backlog = Box<dyn Fn() -> u64 + Send>;
+
 pub struct SeriesEngine {
     cache: SeriesCache,
+    /// Told of every write's outcome (`crate::health`), once a sink is attached.
+    health: Option<(Arc<SinkHealth>, Backlog)>,
     clock: Arc<dyn Clock>,
     options: EngineOptions,
     next_finish: Time,
@@ -119,6 +133,7 @@ impl SeriesEngine {
         };
         Ok(SeriesEngine {
             cache: SeriesCache::new(options.cache_size),
+            health: None,
             clock,
             options,
             next_finish: now,
@@ -134,6 +149,11 @@ impl SeriesEngine {
 
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
+    }
+
+    /// Tells `health` of every write from now on; `backlog` counts the events waiting to be written.
+    pub fn set_health(&mut self, health: Arc<SinkHealth>, backlog: Backlog) {
+        self.health = Some((health, backlog));
     }
 
     pub fn stats(&self) -> EngineStats {
@@ -184,14 +204,37 @@ impl SeriesEngine {
         counted(&mut self.stats, &self.calls, sink, event, false)
     }
 
+    /// Tells the sink's health of a success.
+    fn succeeded(&self, event: &EventV1, tries: u32) {
+        if let Some((h, _)) = &self.health {
+            h.succeeded(event.event_time, tries);
+        }
+    }
+
+    /// Counts an event given up, and tells the sink's health.
+    fn gave_up(&mut self, event: &EventV1, e: &WriteError, why: &Abandoned, tries: u32) {
+        self.stats.abandoned += 1;
+        self.failed(event, e, Step::GiveUp(why), tries);
+    }
+
+    fn failed(&self, event: &EventV1, e: &WriteError, step: Step<'_>, tries: u32) {
+        if let Some((h, backlog)) = &self.health {
+            h.failed(e, step, event.event_time, tries, &|| describe(event), backlog());
+        }
+    }
+
     /// `attemptRecording` without blocking: a retryable failure is scheduled a jittered sleep later.
     fn attempt(&mut self, event: EventV1, mut attempts: Attempts, sink: &mut dyn SinkV1) -> Result<()> {
-        let Some(e) = self.record(sink, &event).error else { return Ok(()) };
-        match attempts.after_failure(e, &self.options.retry, false, &mut self.rng) {
-            Next::Abandon(Abandoned::GaveUp(_)) => {}
-            Next::Abandon(_) => self.stats.abandoned += 1,
+        let Some(e) = self.record(sink, &event).error else {
+            self.succeeded(&event, attempts.tries);
+            return Ok(());
+        };
+        match attempts.after_failure(e.clone(), &self.options.retry, false, &mut self.rng) {
+            Next::Abandon(why) => self.gave_up(&event, &e, &why, attempts.tries),
             Next::SleepThenRetry { delay_nanos } => {
                 self.stats.retries += 1;
+                let left = self.options.retry.max_tries.saturating_sub(attempts.tries);
+                self.failed(&event, &e, Step::Retry { in_nanos: delay_nanos, tries_left: Some(left) }, attempts.tries);
                 let at = self.clock.now()?.add_nanos(delay_nanos);
                 self.seq += 1;
                 self.retry_at.push(Reverse((at, self.seq)));
@@ -222,46 +265,85 @@ impl SeriesEngine {
         }
         if self.next_finish <= now {
             self.stats.finish_rounds += 1;
-            let (stats, calls) = (&mut self.stats, &self.calls);
-            self.cache.finish_round(now, |w| one_attempt(stats, calls, sink, &w, false));
+            let mut writes = Vec::new();
+            let calls = &self.calls;
+            self.cache.finish_round(now, |w| {
+                let r = record_event(sink, &w.event, false, calls);
+                let retry = r.retry();
+                writes.push((w.event, r.error));
+                (r.answer, retry)
+            });
+            self.rounds_done(writes, FINISH_TIME);
             self.next_finish = now.add_nanos(FINISH_TIME);
         }
         if self.next_refresh <= now {
             self.stats.refresh_rounds += 1;
-            let (stats, calls) = (&mut self.stats, &self.calls);
-            self.cache.refresh_round(|w| one_attempt(stats, calls, sink, &w, true));
+            let mut writes = Vec::new();
+            let calls = &self.calls;
+            self.cache.refresh_round(|w| {
+                let r = record_event(sink, &w.event, true, calls);
+                let retry = r.retry();
+                writes.push((w.event, r.error));
+                (r.answer, retry)
+            });
+            self.rounds_done(writes, REFRESH_TIME);
             self.next_refresh = now.add_nanos(REFRESH_TIME);
         }
         Ok(())
     }
 
+    /// Counts a round's single attempts (no retry loop, as in client-go's rounds): a retryable failure waits
+    /// for the next round, `period` later; any other is given up.
+    fn rounds_done(&mut self, writes: Vec<(EventV1, Option<WriteError>)>, period: i64) {
+        for (event, error) in writes {
+            match error {
+                None => {
+                    self.stats.writes_ok += 1;
+                    self.succeeded(&event, 0);
+                }
+                Some(e) => {
+                    self.stats.write_errors += 1;
+                    if e.verdict == Verdict::Retry {
+                        self.failed(&event, &e, Step::Retry { in_nanos: period, tries_left: None }, 1);
+                    } else {
+                        self.gave_up(&event, &e, &Abandoned::GaveUp(e.clone()), 1);
+                    }
+                }
+            }
+        }
+    }
+
     /// Shutdown: one last attempt for every event waiting for a retry, then one write of every live series
     /// whose count the server has not seen; returns how many series were written. The cache is empty
-    /// afterwards.
+    /// afterwards. Every write that fails now is given up.
     pub fn shutdown(&mut self, sink: &mut dyn SinkV1) -> usize {
         let mut pending: Vec<_> = self.pending.drain().collect();
         pending.sort_by_key(|(id, _)| *id);
         self.retry_at.clear();
-        for (_, p) in pending {
-            if self.record(sink, &p.event).retry() {
-                self.stats.abandoned += 1;
-            }
-        }
         let series = self.cache.drain();
-        for w in &series {
-            if self.record(sink, &w.event).retry() {
-                self.stats.abandoned += 1;
+        let n = series.len();
+        let retried = pending.into_iter().map(|(_, p)| (p.event, p.attempts.tries));
+        for (event, tries) in retried.chain(series.into_iter().map(|w| (w.event, 0))) {
+            match self.record(sink, &event).error {
+                None => self.succeeded(&event, tries),
+                Some(e) => {
+                    let why = match e.verdict {
+                        Verdict::Retry => Abandoned::ShutDown(e.clone()),
+                        Verdict::GiveUp => Abandoned::GaveUp(e.clone()),
+                    };
+                    self.gave_up(&event, &e, &why, tries + 1);
+                }
             }
         }
-        series.len()
+        n
     }
 }
 
-/// A round's single attempt at one write (no retry loop, as in client-go's rounds).
-fn one_attempt(stats: &mut EngineStats, calls: &SinkCalls, sink: &mut dyn SinkV1, w: &Write, answer: bool) -> Attempt {
-    let r = counted(stats, calls, sink, &w.event, answer);
-    let retry = r.retry();
-    (r.answer, retry)
+/// An event as the lines of a failing sink show it: the object, type, reason, action and note.
+fn describe(e: &EventV1) -> String {
+    let r = &e.regarding;
+    let object = if r.namespace.is_empty() { r.name.clone() } else { format!("{}/{}", r.namespace, r.name) };
+    format!("{} {object}: {} {} ({}): {:?}", r.kind, e.type_, e.reason, e.action, e.note)
 }
 
 /// One `recordEvent`, counted.

@@ -20,7 +20,7 @@ pub mod record;
 #[cfg(test)]
 mod tests;
 
-pub use broadcaster::{EventsBroadcaster, EventsBroadcasterStats, Host, StartError};
+pub use broadcaster::{structured_line, EventsBroadcaster, EventsBroadcasterStats, EventsOptions, Host, StartError};
 pub use cache::{CacheStats, SeriesCache, Write, WriteCause};
 pub use engine::{EngineOptions, EngineStats, SeriesEngine};
 pub use event::EventV1;

@@ -13,8 +13,10 @@ pub trait SinkV1 {
     fn create(&mut self, event: &EventV1, answer: bool) -> Result<Option<EventV1>, WriteError>;
     /// `patch` is a strategic merge patch of `event`'s stored object (`event.metadata` names it).
     fn patch(&mut self, event: &EventV1, patch: &[u8], answer: bool) -> Result<Option<EventV1>, WriteError>;
-    /// A failed call as `recordEvent` logs it (a Python sink logs it to the `kubevents` logger).
-    fn report(&mut self, _message: &str) {}
+    /// What the lines of the sink's health call it (a Python sink: its class).
+    fn describe(&self) -> String {
+        "sink".to_owned()
+    }
 }
 
 /// The strategic merge patch from `event` without its series to `event`: exactly
@@ -62,8 +64,7 @@ pub fn record_event(sink: &mut dyn SinkV1, event: &EventV1, answer: bool, calls:
     let result = if is_series {
         match calls.counted(Written::Patched, sink.patch(event, &series_patch(event), answer)) {
             Err(e) if e.is_not_found() => create_fresh(sink, event, answer, calls),
-            Err(e) => Err(logged(sink, "patch", e)),
-            ok => ok,
+            other => other,
         }
     } else {
         create_fresh(sink, event, answer, calls)
@@ -92,20 +93,5 @@ fn create_fresh(
         fresh.metadata.resource_version.clear();
         sink.create(&fresh, answer)
     };
-    calls.counted(Written::Created, result).map_err(|e| logged(sink, "create", e))
-}
-
-/// Reports a failed call as `recordEvent` logs it, and returns it. Quiet are the answers it handles: a 409
-/// (a series' create is retried; client-go logs a plain one at V(5) only). A create that finds nothing (a
-/// missing namespace) is rejected, as in client-go.
-fn logged(sink: &mut dyn SinkV1, method: &str, e: WriteError) -> WriteError {
-    let what = match (e.status, e.verdict) {
-        (Some(409), _) => return e,
-        (_, Verdict::Retry) => "Unable to write event (may retry after sleeping)",
-        (Some(_), Verdict::GiveUp) => "Server rejected event (will not retry!)",
-        // No answer of the server: the sink itself failed (a bug in it, a request it could not make).
-        (None, Verdict::GiveUp) => "The sink failed (will not retry!)",
-    };
-    sink.report(&format!("{what}: {method}: {e}"));
-    e
+    calls.counted(Written::Created, result)
 }

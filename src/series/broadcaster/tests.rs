@@ -1,7 +1,7 @@
-//! The engine thread on a fake clock: occurrences against the rounds, the linger, the shutdown flush, retries.
+//! The sink's thread on a fake clock: occurrences against the rounds, the shutdown flush, retries.
 
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::*;
 use crate::clock::FakeClock;
@@ -9,17 +9,16 @@ use crate::event::ObjectReference;
 use crate::series::EngineOptions;
 use crate::sink::WriteError;
 use crate::time::NANOS_PER_SECOND;
+use crate::watch::FullChannel;
 
 const S: i64 = NANOS_PER_SECOND;
 const T0: Time = Time(1_704_067_200 * NANOS_PER_SECOND);
 const LONG: Duration = Duration::from_secs(10);
 
-/// What the sink saw: each call as (verb, reason, series count), each report, and when the first call came.
+/// What the sink saw: each call as (verb, reason, series count).
 #[derive(Default)]
 struct Log {
     calls: Vec<(&'static str, String, i32)>,
-    reports: Vec<String>,
-    first_call: Option<Instant>,
 }
 
 /// A sink that fails its next calls with `fail`, in order, and otherwise succeeds.
@@ -32,7 +31,6 @@ struct Sink {
 impl Sink {
     fn call(&mut self, verb: &'static str, event: &EventV1) -> Result<Option<EventV1>, WriteError> {
         let mut log = lock(&self.log);
-        log.first_call.get_or_insert_with(Instant::now);
         log.calls.push((verb, event.reason.clone(), event.series.as_ref().map_or(1, |s| s.count)));
         let mut fail = lock(&self.fail);
         if fail.is_empty() {
@@ -56,9 +54,6 @@ impl SinkV1 for Sink {
         self.call("patch", event)
     }
 
-    fn report(&mut self, message: &str) {
-        lock(&self.log).reports.push(message.to_owned());
-    }
 }
 
 /// Counts the host's attachments.
@@ -72,23 +67,51 @@ impl Host for Counting {
     }
 }
 
+/// Keeps the lines of the broadcaster.
+#[derive(Default)]
+struct Lines(Mutex<Vec<String>>);
+
+impl Reporter for Lines {
+    fn warn(&self, m: &str) {
+        lock(&self.0).push(m.to_owned());
+    }
+    fn error(&self, m: &str) {
+        lock(&self.0).push(m.to_owned());
+    }
+}
+
+fn broadcaster(clock: &Arc<FakeClock>) -> EventsBroadcaster {
+    let pipeline = PipelineOptions {
+        name: "b".into(),
+        queue_length: MAX_QUEUED_EVENTS,
+        full_channel: FullChannel::Drop,
+        clock: clock.clone(),
+        catch_up_wait: Duration::ZERO,
+        log_interval: crate::health::DEFAULT_LOG_INTERVAL_NANOS,
+    };
+    let engine = EngineOptions { seed: Some(1), ..EngineOptions::default() };
+    EventsBroadcaster::new(EventsOptions { pipeline, engine }, Arc::new(Lines::default())).unwrap()
+}
+
 fn started(clock: &Arc<FakeClock>, sink: &Sink) -> EventsBroadcaster {
-    let options = EngineOptions { seed: Some(1), ..EngineOptions::default() };
-    let b = EventsBroadcaster::new(SeriesEngine::new(clock.clone(), options).unwrap());
-    b.start(sink.clone(), Counting::default()).unwrap();
+    let b = broadcaster(clock);
+    b.start_recording_to_sink(sink.clone(), "Sink".into(), Counting::default()).unwrap();
     idle(&b);
     b
 }
 
 fn idle(b: &EventsBroadcaster) {
-    let kick = b.kick().unwrap();
-    assert!(b.wait_idle(kick, LONG));
+    assert!(b.wait_idle(LONG));
 }
 
-fn record(b: &EventsBroadcaster, reason: &str) {
-    let pod = ObjectReference { kind: "Pod".into(), namespace: "ns".into(), name: "p".into(), ..Default::default() };
-    let input = EventV1Input {
-        regarding: &pod,
+fn stop(b: &EventsBroadcaster) {
+    b.begin_shutdown();
+    assert!(b.wait_shut_down(LONG));
+}
+
+fn input<'a>(pod: &'a ObjectReference, reason: &'a str) -> EventV1Input<'a> {
+    EventV1Input {
+        regarding: pod,
         related: None,
         annotations: None,
         type_: "Normal",
@@ -97,8 +120,12 @@ fn record(b: &EventsBroadcaster, reason: &str) {
         note: "n",
         reporting_controller: "c",
         reporting_instance: "i",
-    };
-    b.record(&input, |_| ()).unwrap();
+    }
+}
+
+fn record(b: &EventsBroadcaster, reason: &str) {
+    let pod = ObjectReference { kind: "Pod".into(), namespace: "ns".into(), name: "p".into(), ..Default::default() };
+    b.record(&input(&pod, reason), |_| ()).unwrap();
 }
 
 fn call(verb: &'static str, reason: &str, count: i32) -> (&'static str, String, i32) {
@@ -125,24 +152,7 @@ fn an_occurrence_comes_after_the_rounds_due_by_its_time() {
     );
     let st = b.stats();
     assert_eq!((st.engine.finish_rounds, st.engine.cache.created, st.engine.cache.counted), (2, 2, 1));
-    b.begin_stop();
-    assert!(b.wait_finished(LONG));
-}
-
-#[test]
-fn a_lone_event_waits_out_the_linger() {
-    let clock = Arc::new(FakeClock::new(T0));
-    let sink = Sink::default();
-    let b = started(&clock, &sink);
-    let recorded = Instant::now();
-    record(&b, "a");
-    while lock(&sink.log).first_call.is_none() {
-        std::thread::sleep(Duration::from_micros(50));
-    }
-    let waited = lock(&sink.log).first_call.unwrap() - recorded;
-    assert!(waited >= LINGER, "{waited:?}");
-    b.begin_stop();
-    assert!(b.wait_finished(LONG));
+    stop(&b);
 }
 
 #[test]
@@ -158,8 +168,7 @@ fn shutdown_writes_the_queue_then_the_retries_then_the_series() {
     idle(&b);
     assert_eq!(b.stats().engine.pending_retries, 1);
     record(&b, "queued");
-    b.begin_stop();
-    assert!(b.wait_finished(LONG));
+    stop(&b);
     assert_eq!(
         sink.calls(),
         [
@@ -172,14 +181,12 @@ fn shutdown_writes_the_queue_then_the_retries_then_the_series() {
         ]
     );
     let st = b.stats();
-    assert_eq!((st.engine.pending_retries, st.engine.cache_len, st.engine.abandoned), (0, 0, 0));
-    assert_eq!(b.undelivered(), 0);
+    assert_eq!((st.engine.pending_retries, st.engine.cache_len, st.abandoned, st.pending), (0, 0, 0, 0));
     record(&b, "late");
     let st = b.stats();
-    assert_eq!((st.received, st.dropped, st.dropped_after_shutdown), (6, 1, 1));
+    assert_eq!((st.pipeline.received, st.pipeline.dropped_after_shutdown), (6, 1));
     // Six sink calls: four creates (the first failed) and two patches.
-    let e = st.engine;
-    assert_eq!((e.sink_creates, e.sink_create_errors, e.sink_patches, e.sink_patch_errors), (3, 1, 2, 0));
+    assert_eq!((st.created, st.create_errors, st.patched, st.patch_errors), (3, 1, 2, 0));
 }
 
 #[test]
@@ -196,11 +203,14 @@ fn retries_follow_the_classification_and_the_fake_clock() {
         (WriteError::status(422, "invalid"), false),
         (WriteError::give_up("a bug"), false),
     ];
+    let mut given_up = 0;
     for (i, (error, retried)) in cases.into_iter().enumerate() {
         lock(&sink.fail).push(error.clone());
         record(&b, &format!("r{i}"));
         idle(&b);
         assert_eq!(b.stats().engine.pending_retries, u64::from(retried), "{error}");
+        given_up += u64::from(!retried);
+        assert_eq!(b.stats().abandoned, given_up, "every event given up is counted: {error}");
         // tools/events sleeps 10 s plus up to a quarter: nothing before, the retry by then.
         clock.step(10 * S - 1);
         idle(&b);
@@ -214,20 +224,11 @@ fn retries_follow_the_classification_and_the_fake_clock() {
             idle(&b);
         }
     }
-    let reports = lock(&sink.log).reports.clone();
-    assert_eq!(
-        reports,
-        [
-            "Unable to write event (may retry after sleeping): create: HTTP 429: slow down",
-            "Unable to write event (may retry after sleeping): create: HTTP 500: internal",
-            "Unable to write event (may retry after sleeping): create: connection refused",
-            "Server rejected event (will not retry!): create: HTTP 404: namespace not found",
-            "Server rejected event (will not retry!): create: HTTP 422: invalid",
-            "The sink failed (will not retry!): create: a bug",
-        ]
-    );
-    b.begin_stop();
-    assert!(b.wait_finished(LONG));
+    let health = &b.stats().sinks.0[0].1;
+    assert_eq!(health.failed_writes, 7);
+    let reasons: Vec<(&str, u64)> = health.given_up.iter().map(|(r, n)| (r.as_str(), *n)).collect();
+    assert_eq!(reasons, [("not retryable", 1), ("rejected (HTTP 404)", 1), ("rejected (HTTP 409)", 1), ("rejected (HTTP 422)", 1)]);
+    stop(&b);
 }
 
 #[test]
@@ -237,111 +238,91 @@ fn a_conflict_is_retried_for_a_series_only() {
     let b = started(&clock, &sink);
     record(&b, "a");
     idle(&b);
-    // The series' patch finds nothing, its create a conflict: retried, quietly.
+    // The series' patch finds nothing, its create a conflict: retried.
     lock(&sink.fail).extend([WriteError::status(404, "gone"), WriteError::status(409, "exists")]);
     record(&b, "a");
     idle(&b);
     assert_eq!(sink.calls(), [call("create", "a", 1), call("patch", "a", 2), call("create", "a", 2)]);
     let st = b.stats();
-    assert_eq!((st.engine.pending_retries, st.engine.write_errors), (1, 1));
-    assert!(lock(&sink.log).reports.is_empty());
-    b.begin_stop();
-    assert!(b.wait_finished(LONG));
+    assert_eq!((st.engine.pending_retries, st.engine.write_errors, st.abandoned), (1, 1, 0));
+    stop(&b);
 }
 
 #[test]
 fn writes_are_attached_a_chunk_at_a_time() {
     let clock = Arc::new(FakeClock::new(T0));
-    let sink = Sink::default();
-    let options = EngineOptions { seed: Some(1), ..EngineOptions::default() };
-    let b = EventsBroadcaster::new(SeriesEngine::new(clock.clone(), options).unwrap());
+    let b = broadcaster(&clock);
+    let mut engine = lock(&b.unstarted).take().unwrap();
+    let mut sink = Sink::default();
     let host = Counting::default();
-    b.start(sink.clone(), host.clone()).unwrap();
-    idle(&b);
-    // Queued in one go, as one batch of distinct events.
-    let before = *lock(&host.0);
-    {
-        let mut st = b.shared.state();
-        for i in 0..ATTACHED_CHUNK + 1 {
-            let reason = format!("r{i}");
-            let pod = ObjectReference { name: "p".into(), ..Default::default() };
-            let input = EventV1Input {
-                regarding: &pod,
-                related: None,
-                annotations: None,
-                type_: "Normal",
-                reason: &reason,
-                action: "a",
-                note: "n",
-                reporting_controller: "c",
-                reporting_instance: "i",
-            };
-            st.queue.push_back(make_event_v1(&input, T0, &mut UuidSource::Random).0);
-        }
-        b.shared.wake.notify_all();
-    }
-    idle(&b);
+    let pod = ObjectReference { name: "p".into(), ..Default::default() };
+    let mut writes: Vec<EventV1> = (0..ATTACHED_CHUNK + 1)
+        .map(|i| make_event_v1(&input(&pod, &format!("r{i}")), T0, &mut UuidSource::Random).0)
+        .collect();
+    b.shared.write(&mut engine, &mut sink, &host, &mut writes);
     assert_eq!(sink.calls().len(), ATTACHED_CHUNK + 1);
-    assert_eq!(*lock(&host.0) - before, 2);
-    b.begin_stop();
-    assert!(b.wait_finished(LONG));
+    assert_eq!(*lock(&host.0), 2);
 }
 
 #[test]
 fn stats_serialize_flat_in_their_order() {
-    let stats = EventsBroadcasterStats { queued: 3, last_error: Some("x".into()), ..Default::default() };
+    let stats = EventsBroadcasterStats { pending: 3, last_error: Some("x".into()), ..Default::default() };
     assert_eq!(
         serde_json::to_string(&stats).unwrap(),
         concat!(
-            r#"{"observed":0,"created":0,"series_started":0,"counted":0,"refresh_writes":0,"finish_writes":0,"#,
-            r#""forgotten":0,"evicted":0,"evicted_writes":0,"shutdown_writes":0,"writes_ok":0,"write_errors":0,"#,
-            r#""sink_creates":0,"sink_create_errors":0,"sink_patches":0,"sink_patch_errors":0,"#,
-            r#""retries":0,"abandoned":0,"finish_rounds":0,"refresh_rounds":0,"pending_retries":0,"cache_len":0,"#,
-            r#""received":0,"queued":3,"dropped":0,"dropped_after_shutdown":0,"truncated_notes":0,"last_error":"x"}"#
+            r#"{"received":0,"dropped_incoming":0,"dropped_after_shutdown":0,"dropped_watchers":{},"#,
+            r#""created":0,"patched":0,"create_errors":0,"patch_errors":0,"retries":0,"abandoned":0,"#,
+            r#""handler_errors":0,"recorder_waits":0,"pending":3,"#,
+            r#""observed":0,"first_occurrences":0,"series_started":0,"counted":0,"refresh_writes":0,"#,
+            r#""finish_writes":0,"forgotten":0,"evicted":0,"evicted_writes":0,"shutdown_writes":0,"writes_ok":0,"#,
+            r#""write_errors":0,"finish_rounds":0,"refresh_rounds":0,"pending_retries":0,"cache_len":0,"#,
+            r#""truncated_notes":0,"last_error":"x","sinks":{}}"#
         )
     );
 }
 
 #[test]
-fn start_refuses_twice_and_after_stop() {
+fn start_refuses_twice_and_after_shutdown() {
     let clock = Arc::new(FakeClock::new(T0));
-    let b = EventsBroadcaster::new(SeriesEngine::new(clock.clone(), EngineOptions::default()).unwrap());
-    assert_eq!(b.kick(), None, "no thread: idle already");
-    b.start(Sink::default(), Counting::default()).unwrap();
-    assert!(matches!(b.start(Sink::default(), Counting::default()), Err(StartError::Started)));
-    b.begin_stop();
+    let b = broadcaster(&clock);
+    assert!(b.wait_idle(Duration::ZERO), "nothing to do: idle already");
+    b.start_recording_to_sink(Sink::default(), "Sink".into(), Counting::default()).unwrap();
+    let twice = b.start_recording_to_sink(Sink::default(), "Sink".into(), Counting::default()).err().unwrap();
+    assert_eq!(twice.to_string(), "the broadcaster is already recording to a sink");
+    b.begin_shutdown();
     assert!(matches!(b.can_start(), Err(StartError::ShutDown)));
-    assert!(b.wait_finished(LONG));
-    assert!(b.check_failed().is_ok());
-    assert!(b.refuse_on_worker("shutdown").is_ok(), "not the engine thread");
-    let refused = Error::from(b.start(Sink::default(), Counting::default()).unwrap_err());
-    assert!(matches!(&refused, Error::State(m) if m == "the broadcaster is shut down"), "{refused}");
+    assert!(b.wait_shut_down(LONG));
+    assert!(b.refuse_on_worker("shutdown").is_ok(), "not the sink's thread");
 }
 
-/// Panics in its first call, from the engine thread; first checks that a wait from there is refused.
-struct Reentrant(Arc<OnceLock<Arc<EventsBroadcaster>>>);
+/// Fails its calls with the error a wait from the sink's thread gets.
+struct Reentrant(Arc<OnceLock<Arc<EventsBroadcaster>>>, Arc<Mutex<Vec<String>>>);
 
 impl SinkV1 for Reentrant {
     fn create(&mut self, _: &EventV1, _: bool) -> Result<Option<EventV1>, WriteError> {
-        let refused = self.0.get().unwrap().refuse_on_worker("wait_idle").unwrap_err();
-        panic!("{refused}");
+        let refused = self.0.get().unwrap().refuse_on_worker("wait_idle()").unwrap_err();
+        lock(&self.1).push(refused.to_string());
+        Err(WriteError::give_up(refused.to_string()))
     }
     fn patch(&mut self, _: &EventV1, _: &[u8], _: bool) -> Result<Option<EventV1>, WriteError> {
         unreachable!()
     }
-    fn report(&mut self, _: &str) {}
 }
 
 #[test]
-fn a_wait_from_the_engine_thread_is_refused_and_a_panic_fails_it() {
+fn a_wait_from_the_sinks_thread_is_refused() {
     let clock = Arc::new(FakeClock::new(T0));
-    let b = Arc::new(EventsBroadcaster::new(SeriesEngine::new(clock, EngineOptions::default()).unwrap()));
+    let b = Arc::new(broadcaster(&clock));
     let cell = Arc::new(OnceLock::new());
     let _ = cell.set(b.clone());
-    b.start(Reentrant(cell.clone()), Counting::default()).unwrap();
+    let refusals = Arc::new(Mutex::new(Vec::new()));
+    b.start_recording_to_sink(Reentrant(cell.clone(), refusals.clone()), "Reentrant".into(), Counting::default())
+        .unwrap();
     record(&b, "a");
-    assert!(b.wait_finished(LONG));
-    assert_eq!(b.check_failed().unwrap_err().to_string(), "the engine thread failed");
+    idle(&b);
+    assert_eq!(*lock(&refusals), ["wait_idle() called from the sink, on the broadcaster's thread"]);
+    b.begin_shutdown();
+    assert!(b.wait_shut_down(LONG));
 }
 
 #[test]
@@ -351,6 +332,43 @@ fn exit_flush_writes_what_is_queued_and_ends_the_thread() {
     let b = started(&clock, &sink);
     record(&b, "a");
     assert_eq!(b.exit_flush(LONG), 0);
-    assert!(b.wait_finished(Duration::ZERO));
+    assert!(b.wait_shut_down(Duration::ZERO));
     assert_eq!(lock(&sink.log).calls.first().map(|c| c.0), Some("create"));
+}
+
+#[test]
+fn every_watcher_gets_every_event_and_the_sink_its_own_copy() {
+    let clock = Arc::new(FakeClock::new(T0));
+    let sink = Sink::default();
+    let b = started(&clock, &sink);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let w = b.start_event_watcher("watcher", move |events| lock(&s).extend(events.iter().map(|e| e.reason.clone())))
+        .unwrap();
+    record(&b, "a");
+    record(&b, "b");
+    idle(&b);
+    assert_eq!(*lock(&seen), ["a", "b"]);
+    assert_eq!(sink.calls(), [call("create", "a", 1), call("create", "b", 1)]);
+    assert_eq!(w.name(), "watcher-2");
+    stop(&b);
+}
+
+#[test]
+fn the_structured_line_is_client_gos() {
+    let pod = ObjectReference {
+        kind: "Pod".into(),
+        namespace: "ns".into(),
+        name: "p".into(),
+        api_version: "v1".into(),
+        ..Default::default()
+    };
+    let mut i = input(&pod, "BackOff");
+    i.type_ = "Warning";
+    i.note = "say \"hi\"";
+    let (e, _) = make_event_v1(&i, T0, &mut UuidSource::Random);
+    assert_eq!(
+        structured_line(&e),
+        r#"Event occurred object="ns/p" kind="Pod" apiVersion="v1" type="Warning" reason="BackOff" action="a" note="say \"hi\"""#
+    );
 }
