@@ -52,8 +52,8 @@ def main() -> None:
 
 
 def events_v1(calls: list[tuple]) -> None:
-    b = kubevents.EventsBroadcaster(NoOpSink(), clock=kubevents.FakeClock(1_700_000_000))
-    b.start_recording_to_sink()
+    b = kubevents.EventsBroadcaster(clock=kubevents.FakeClock(1_700_000_000))
+    b.start_recording_to_sink(NoOpSink())
     rec = b.new_recorder("kubelet", "node-1")
     for i, (ref, type_, reason, message) in enumerate(calls, 1):
         rec.eventf(ref, None, type_, reason, "Recording", message)

@@ -24,7 +24,7 @@ use crate::pipeline::{Pipeline, PipelineOptions, PipelineStats, SinksHealth, BAT
 use crate::sink::{record_event, ClockSleeper, EventSink, Next, RetryPolicy, SinkCalls, Written};
 use crate::sync::lock;
 use crate::time::Time;
-use crate::watch::{Activity, FullChannel, Lane, Stopped};
+use crate::watch::{Activity, FullChannel, Lane, Popped, Stopped};
 
 pub use crate::health::Reporter;
 
@@ -484,7 +484,7 @@ impl Writer {
         let mut rng = SmallRng::from_os_rng();
         let mut batch = Vec::with_capacity(BATCH);
         let mut events = VecDeque::with_capacity(BATCH);
-        while lane.pop_batch(&mut batch, BATCH) {
+        while self.next_batch(lane, &mut batch) {
             self.took(batch.len());
             events.extend(batch.drain(..));
             self.write_in_turn(&mut events, lane, &mut rng);
@@ -496,7 +496,7 @@ impl Writer {
     fn run_dispatcher(&self, lane: &EventLane, workers: &[Arc<Lane<Job>>]) {
         let mut batch = Vec::with_capacity(BATCH);
         let mut jobs = VecDeque::with_capacity(BATCH);
-        while lane.pop_batch(&mut batch, BATCH) {
+        while self.next_batch(lane, &mut batch) {
             let n = batch.len();
             self.took(n);
             // An event whose earlier writes are still under way goes to the same worker (its writes stay in
@@ -516,6 +516,20 @@ impl Writer {
         }
         for wl in workers {
             wl.close();
+        }
+    }
+
+    /// Waits for the next batch of the sink watcher's queue; meanwhile sums up the sink's failures not told
+    /// yet when their line is due (`SinkHealth::next_line_at`). False once the queue is closed and empty.
+    fn next_batch(&self, lane: &EventLane, batch: &mut Vec<Arc<Event>>) -> bool {
+        loop {
+            let Some(at) = self.health.next_line_at() else { return lane.pop_batch(batch, BATCH) };
+            let wait = until(self.sleeper.clock.as_ref(), at);
+            match lane.pop_batch_until(batch, BATCH, wait, at) {
+                Popped::Items => return true,
+                Popped::Closed => return false,
+                Popped::TimedOut => self.health.tick(self.shared.pipeline.pending()),
+            }
         }
     }
 
@@ -672,6 +686,16 @@ impl Writer {
         }
     }
 
+}
+
+/// How long a thread waiting for work may wait before `at` on `clock`: until then on the system clock (at most
+/// a second, so that a clock stepped by the OS is noticed), a poll interval on a clock it cannot wait on.
+pub(crate) fn until(clock: &dyn Clock, at: Time) -> Duration {
+    const POLL: Duration = Duration::from_millis(20);
+    match clock.now() {
+        Ok(now) if clock.is_real() => Duration::from_nanos(at.since(now).max(0) as u64).min(Duration::from_secs(1)),
+        _ => POLL,
+    }
 }
 
 /// An event as the lines of a failing sink show it: the object, type, reason and message.

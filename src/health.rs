@@ -306,7 +306,7 @@ impl SinkHealth {
                 let _ = write!(line, "trying again at the next round, in {}", seconds(in_nanos));
             }
             Step::GiveUp(why) => {
-                let _ = write!(line, "the event is given up ({why}): {}", example());
+                let _ = write!(line, "the event is given up ({}): {}", reason(why), example());
             }
         }
         // Failures since the last line that were not told one by one (the sink was writing in between).
@@ -350,6 +350,15 @@ impl SinkHealth {
             let _ = write!(line, "; last error: {}", error_text(e));
         }
         line
+    }
+
+    /// When the failures not told yet are due to be summed up (`tick`), if there are any.
+    pub fn next_line_at(&self) -> Option<Time> {
+        let st = lock(&self.state);
+        if st.tally.is_empty() {
+            return None;
+        }
+        Some(st.last_line.map_or(Time(0), |t| t.add_nanos(self.interval)))
     }
 
     /// Called by a writer that woke up: sums up the failures not told yet, once an interval has passed.

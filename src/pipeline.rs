@@ -217,7 +217,7 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Pipeline<I, O> {
     /// A new watcher lane named `<kind>-<n>`.
     pub fn watch(&self, kind: &str) -> Result<Arc<Lane<O>>> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let lane = self.mux.watch(format!("{kind}-{id}")).map_err(|s| Error::State(s.to_string()))?;
+        let lane = self.mux.watch(format!("{kind}-{id}")).map_err(|_| Error::State("the broadcaster is shut down".into()))?;
         lock(&self.watcher_lanes).push(lane.clone());
         Ok(lane)
     }
@@ -320,6 +320,12 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Pipeline<I, O> {
             dropped_after_shutdown: after_shutdown,
             dropped_watchers: lock(&self.watcher_lanes).iter().map(|l| (l.name.clone(), l.dropped())).collect(),
         }
+    }
+
+    /// Nothing waits in the mux's incoming queue and nothing is being distributed: whatever was recorded so far
+    /// is in the watchers' queues.
+    pub fn distributed(&self) -> bool {
+        self.mux.is_idle()
     }
 
     /// Items queued anywhere in the pipeline, or taken and not finished.

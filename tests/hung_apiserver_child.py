@@ -61,8 +61,8 @@ def record_v1(b, clock):
 def events_v1(api):
     client = k8s.EventsV1Api(k8s.ApiClient(k8s.Configuration(host=api.host)))
     clock = kubevents.FakeClock(T0)
-    b = kubevents.EventsBroadcaster(kubevents.EventsV1Sink(client, request_timeout=TIMEOUT), clock=clock)
-    b.start_recording_to_sink()
+    b = kubevents.EventsBroadcaster(clock=clock)
+    b.start_recording_to_sink(kubevents.EventsV1Sink(client, request_timeout=TIMEOUT))
     return record_v1(b, clock)
 
 
@@ -71,8 +71,8 @@ def events_v1_async(api):
         async with k8s_asyncio.ApiClient(k8s_asyncio.Configuration(host=api.host)) as client:
             sink = kubevents.AsyncEventsV1Sink(k8s_asyncio.EventsV1Api(client), request_timeout=TIMEOUT)
             clock = kubevents.FakeClock(T0)
-            b = kubevents.EventsBroadcaster(sink, clock=clock)
-            b.start_recording_to_sink()  # on this loop, where the sink's calls run
+            b = kubevents.EventsBroadcaster(clock=clock)
+            b.start_recording_to_sink(sink)  # on this loop, where the sink's calls run
             return await asyncio.to_thread(record_v1, b, clock)
 
     return asyncio.run(main())

@@ -81,7 +81,7 @@ HANGING_REQUEST = {
                 "b = kubevents.Broadcaster(); b.start_recording_to_sink(sink)",
                 "b.new_recorder('c').eventf(POD, 'Normal', 'R', 'm')"),
     "events.k8s.io/v1": ("from kubevents.events_v1 import EventsV1Sink as Sink", "EventsV1Api",
-                         "b = kubevents.EventsBroadcaster(sink); b.start_recording_to_sink()",
+                         "b = kubevents.EventsBroadcaster(); b.start_recording_to_sink(sink)",
                          "b.new_recorder('c').eventf(POD, None, 'Normal', 'R', 'A', 'm')"),
 }
 

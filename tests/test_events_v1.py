@@ -52,8 +52,8 @@ class TimedSink(MemorySink):
 def setup():
     clock = kubevents.FakeClock(T0)
     sink = TimedSink(clock)
-    b = kubevents.EventsBroadcaster(sink, clock=clock)
-    b.start_recording_to_sink()
+    b = kubevents.EventsBroadcaster(clock=clock)
+    b.start_recording_to_sink(sink)
     yield clock, sink, b, b.new_recorder("eventTest", "eventTest-host")
     b.shutdown(timeout=10)
 
@@ -73,7 +73,7 @@ def test_module_docstring_example():
 # TestEventf (event_recorder_test.go), at FakeClock 2023-01-01T12:00:00Z.
 def test_eventf_builds_the_event_client_go_builds():
     clock = kubevents.FakeClock(datetime(2023, 1, 1, 12, tzinfo=timezone.utc))
-    b = kubevents.EventsBroadcaster(MemorySink(), clock=clock)
+    b = kubevents.EventsBroadcaster(clock=clock)
     seen = []
     b.start_event_watcher(seen.append)
     rec = b.new_recorder("c1", "i1")
@@ -122,8 +122,8 @@ def test_event_seriesf(setup):
 # TestEventSeriesWithEventSinkImplRace: two identical events in a row leave one stored event with a series.
 def test_two_identical_events_leave_one_event_with_a_series():
     sink = MemorySink()
-    b = kubevents.EventsBroadcaster(sink)
-    b.start_recording_to_sink()
+    b = kubevents.EventsBroadcaster()
+    b.start_recording_to_sink(sink)
     rec = b.new_recorder("c", "i")
     rec.eventf({"kind": "Pod", "name": "p"}, None, "Normal", "reason", "action", "")
     rec.eventf({"kind": "Pod", "name": "p"}, None, "Normal", "reason", "action", "")
@@ -223,14 +223,14 @@ def test_shutdown_writes_the_final_count_of_every_live_series(setup):
     ]
     # After shutdown events are dropped and counted.
     rec.eventf(POD, None, "Normal", "late", "act", "n")
-    assert b.stats()["dropped"] == 1
+    assert b.stats()["dropped_after_shutdown"] == 1
 
 
 def test_an_evicted_live_series_is_written_on_its_way_out():
     clock = kubevents.FakeClock(T0)
     sink = TimedSink(clock)
-    b = kubevents.EventsBroadcaster(sink, clock=clock, cache_size=2)
-    b.start_recording_to_sink()
+    b = kubevents.EventsBroadcaster(clock=clock, cache_size=2)
+    b.start_recording_to_sink(sink)
     rec = b.new_recorder("c", "i")
     for reason in ("a", "a", "a", "b", "c"):
         clock.step(1)
@@ -246,8 +246,8 @@ def test_an_evicted_live_series_is_written_on_its_way_out():
 
 def test_memory_stays_within_the_cache_bound():
     clock = kubevents.FakeClock(T0)
-    b = kubevents.EventsBroadcaster(NullSink(), clock=clock, cache_size=100)
-    b.start_recording_to_sink()
+    b = kubevents.EventsBroadcaster(clock=clock, cache_size=100)
+    b.start_recording_to_sink(NullSink())
     rec = b.new_recorder("c", "i")
     for i in range(5000):
         rec.eventf(dict(POD, name=f"p{i}"), None, "Normal", "r", "a", "n")
@@ -256,7 +256,7 @@ def test_memory_stays_within_the_cache_bound():
     b.wait_idle()
     st = b.stats()
     assert st["cache_len"] == 100
-    assert st["created"] + st["dropped"] == 5000
+    assert st["first_occurrences"] + st["dropped_incoming"] + sum(st["dropped_watchers"].values()) == 5000
     b.shutdown(timeout=10)
 
 
@@ -331,24 +331,29 @@ def test_server_answers_are_not_retried_but_a_racing_series_create_is(setup):
 def test_watchers_and_logging(setup, caplog):
     clock, sink, b, rec = setup
     got = []
-    stop = b.start_event_watcher(got.append)
+    watcher = b.start_event_watcher(got.append)
     with caplog.at_level(logging.INFO, logger="kubevents"):
-        b.start_logging()
+        b.start_structured_logging()
         rec.eventf(POD, None, "Warning", "BackOff", "Restarting", "n1")
-        stop()
+        assert b.wait_idle(10)
+        # As a core/v1 watcher: what a stopped watcher had queued is discarded.
+        watcher.stop()
         rec.eventf(POD, None, "Warning", "BackOff", "Restarting", "n2")
         b.shutdown(timeout=10)
     assert [e["note"] for e in got] == ["n1"]
-    assert b.stats()["dropped_watchers"] == 0
+    assert sum(b.stats()["dropped_watchers"].values()) == 0
     logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Event occurred")]
     assert len(logged) == 2
-    assert "object=baz/foo kind=Pod apiVersion=v1 type=Warning reason=BackOff action=Restarting note=n1" in logged[0]
+    assert logged[0] == (
+        'Event occurred object="baz/foo" kind="Pod" apiVersion="v1" type="Warning" reason="BackOff" '
+        'action="Restarting" note="n1"'
+    )
 
 
 def test_default_reporting_instance_is_controller_dash_hostname():
     import socket
 
-    b = kubevents.EventsBroadcaster(NullSink())
+    b = kubevents.EventsBroadcaster()
     assert b.new_recorder("ctl").reporting_instance == f"ctl-{socket.gethostname()}"
     b.shutdown()
 
@@ -367,8 +372,8 @@ def test_async_sink_methods_run_on_the_loop_that_started_recording():
             return None
 
     async def main():
-        b = kubevents.EventsBroadcaster(AsyncSink(), clock=clock)
-        b.start_recording_to_sink()
+        b = kubevents.EventsBroadcaster(clock=clock)
+        b.start_recording_to_sink(AsyncSink())
         rec = b.new_recorder("c", "i")
         rec.eventf(POD, None, "Normal", "r", "a", "n")
         rec.eventf(POD, None, "Normal", "r", "a", "n")
@@ -394,8 +399,8 @@ def test_async_with_shuts_down_off_the_loop_so_async_sink_calls_finish():
             return None
 
     async def main():
-        async with kubevents.EventsBroadcaster(AsyncSink(), clock=clock) as b:
-            b.start_recording_to_sink()
+        async with kubevents.EventsBroadcaster(clock=clock) as b:
+            b.start_recording_to_sink(AsyncSink())
             rec = b.new_recorder("c", "i")
             for _ in range(3):
                 rec.eventf(POD, None, "Normal", "r", "a", "n")
@@ -404,13 +409,13 @@ def test_async_with_shuts_down_off_the_loop_so_async_sink_calls_finish():
     stats = asyncio.run(main())
     # create, the series patch (count 2), and the final count written at shutdown (3)
     assert calls == ["create", 2, 3]
-    assert (stats["writes_ok"], stats["shutdown_writes"], stats["queued"]) == (3, 1, 0)
+    assert (stats["writes_ok"], stats["shutdown_writes"], stats["pending"]) == (3, 1, 0)
     with pytest.raises(ValueError, match="call start_recording_to_sink from a coroutine"):
-        kubevents.EventsBroadcaster(AsyncSink(), clock=clock).start_recording_to_sink()
+        kubevents.EventsBroadcaster(clock=clock).start_recording_to_sink(AsyncSink())
 
 
 def test_bad_input_raises_with_a_message():
-    b = kubevents.EventsBroadcaster(NullSink())
+    b = kubevents.EventsBroadcaster()
     rec = b.new_recorder("c", "i")
     with pytest.raises(ValueError, match='type: must be "Normal" or "Warning", got "Info"'):
         rec.eventf(POD, None, "Info", "r", "a", "n")
@@ -425,18 +430,18 @@ def test_bad_input_raises_with_a_message():
     with pytest.raises(TypeError, match="note: expected str, got bytes"):
         rec.eventf(POD, None, "Normal", "r", "a", b"n")
     with pytest.raises(ValueError, match="cache_size must be >= 1, got 0"):
-        kubevents.EventsBroadcaster(NullSink(), cache_size=0)
+        kubevents.EventsBroadcaster(cache_size=0)
     with pytest.raises(ValueError, match="max_tries must be >= 1"):
-        kubevents.EventsBroadcaster(NullSink(), max_tries=0)
+        kubevents.EventsBroadcaster(max_tries=0)
     with pytest.raises(TypeError, match="sink: 'object' object has no create"):
-        kubevents.EventsBroadcaster(object())
+        kubevents.EventsBroadcaster().start_recording_to_sink(object())
     with pytest.raises(TypeError, match="clock: expected an object with a now"):
-        kubevents.EventsBroadcaster(NullSink(), clock=3)
+        kubevents.EventsBroadcaster(clock=3)
     with pytest.raises(TypeError, match="reporting_controller: expected str"):
         b.new_recorder(None)
-    b.start_recording_to_sink()
+    b.start_recording_to_sink(NullSink())
     with pytest.raises(RuntimeError, match="already recording"):
-        b.start_recording_to_sink()
+        b.start_recording_to_sink(NullSink())
     b.shutdown(timeout=10)
     with pytest.raises(RuntimeError, match="shut down"):
         b.start_event_watcher(print)
@@ -452,11 +457,11 @@ def test_a_sink_calling_back_into_its_broadcaster_gets_an_error():
             except RuntimeError as e:
                 errors.append(str(e))
 
-    b = kubevents.EventsBroadcaster(Reentrant())
-    b.start_recording_to_sink()
+    b = kubevents.EventsBroadcaster()
+    b.start_recording_to_sink(Reentrant())
     b.new_recorder("c", "i").eventf(POD, None, "Normal", "r", "a", "n")
     b.shutdown(timeout=10)
-    assert errors == ["wait_idle called from the sink, on the engine thread"]
+    assert errors == ["wait_idle() called from the sink, on the broadcaster's thread"]
 
 
 def test_fake_events_recorder_formats_as_client_go():
@@ -513,8 +518,8 @@ def test_fake_events_recorder_refuses_what_the_recorder_refuses(method, args):
             return type(e), str(e)
         return None
 
-    b = kubevents.EventsBroadcaster(MemorySink(), clock=kubevents.FakeClock(T0))
-    b.start_recording_to_sink()
+    b = kubevents.EventsBroadcaster(clock=kubevents.FakeClock(T0))
+    b.start_recording_to_sink(MemorySink())
     real = failure(lambda: getattr(b.new_recorder("c", "i"), method)(*args))
     b.shutdown(timeout=10)
     assert real is not None
@@ -536,8 +541,8 @@ def test_stats_while_an_async_write_is_in_flight_does_not_deadlock():
             return None
 
     async def main():
-        b = kubevents.EventsBroadcaster(SlowAsyncSink(), clock=kubevents.FakeClock(T0))
-        b.start_recording_to_sink()
+        b = kubevents.EventsBroadcaster(clock=kubevents.FakeClock(T0))
+        b.start_recording_to_sink(SlowAsyncSink())
         b.new_recorder("c", "i").eventf(POD, None, "Normal", "r", "a", "n")
         seen = []
 
@@ -563,7 +568,7 @@ def test_a_slow_watcher_drops_beyond_its_queue_and_counts_it():
         release.wait(10)
         got.append(event)
 
-    b = kubevents.EventsBroadcaster(NullSink(), clock=kubevents.FakeClock(T0))
+    b = kubevents.EventsBroadcaster(clock=kubevents.FakeClock(T0))
     b.start_event_watcher(slow)
     rec = b.new_recorder("c", "i")
     rec.eventf(POD, None, "Normal", "r", "a", "n")
@@ -571,9 +576,9 @@ def test_a_slow_watcher_drops_beyond_its_queue_and_counts_it():
     for _ in range(1099):
         rec.eventf(POD, None, "Normal", "r", "a", "n")
     # One event is with the callback, 1000 wait in the queue, the other 99 were dropped.
-    assert b.stats()["dropped_watchers"] == 99
+    assert b.stats()["dropped_watchers"] == {"watcher-1": 99}
     release.set()
-    assert b.shutdown(timeout=10)["dropped_watchers"] == 99
+    assert b.shutdown(timeout=10)["dropped_watchers"] == {"watcher-1": 99}
     assert len(got) == 1001
 
 
@@ -587,7 +592,7 @@ def test_a_slow_watcher_drops_beyond_its_queue_and_counts_it():
     ],
 )
 def test_an_argument_of_the_wrong_type_is_named(args, message):
-    b = kubevents.EventsBroadcaster(MemorySink(), clock=kubevents.FakeClock(T0))
+    b = kubevents.EventsBroadcaster(clock=kubevents.FakeClock(T0))
     with pytest.raises(TypeError) as info:
         b.new_recorder("c", "i").eventf(POD, None, *args)
     b.shutdown(timeout=10)
@@ -600,8 +605,8 @@ def test_occurrences_come_before_the_rounds_due_after_them_whatever_the_threads_
     # refresh still counts that call's occurrence (it used to run first, when the engine thread was late).
     clock = kubevents.FakeClock(T0)
     sink = MemorySink()
-    b = kubevents.EventsBroadcaster(sink, clock=clock)
-    b.start_recording_to_sink()
+    b = kubevents.EventsBroadcaster(clock=clock)
+    b.start_recording_to_sink(sink)
     rec = b.new_recorder("c", "i")
     for _ in range(40):
         rec.eventf(POD, None, "Warning", "BackOff", "Restart", "m")

@@ -65,8 +65,8 @@ def client(server):
 def test_events_v1_sink_with_the_official_client(servers):
     v1, _, server = servers
     clock = kubevents.FakeClock(T0)
-    b = kubevents.EventsBroadcaster(kubevents.EventsV1Sink(k8s.EventsV1Api(client(server))), clock=clock)
-    b.start_recording_to_sink()
+    b = kubevents.EventsBroadcaster(clock=clock)
+    b.start_recording_to_sink(kubevents.EventsV1Sink(k8s.EventsV1Api(client(server))))
     record_three(b, clock)
     st = b.shutdown(timeout=10)
     check_requests(v1)
@@ -91,8 +91,8 @@ def test_events_v1_sink_classifies_server_errors(servers):
 def test_server_errors_through_the_broadcaster(servers):
     v1, _, server = servers
     clock = kubevents.FakeClock(T0)
-    b = kubevents.EventsBroadcaster(kubevents.EventsV1Sink(k8s.EventsV1Api(client(server))), clock=clock)
-    b.start_recording_to_sink()
+    b = kubevents.EventsBroadcaster(clock=clock)
+    b.start_recording_to_sink(kubevents.EventsV1Sink(k8s.EventsV1Api(client(server))))
     v1.fail_next(503)
     record_three(b, clock)
     # The create met a 503, to be retried 10-12.5 s later on the clock. Meanwhile the series patch found
@@ -115,8 +115,8 @@ def test_async_events_v1_sink_with_the_asyncio_client(servers):
         host = server.url_for("/").rstrip("/")
         async with k8s_asyncio.ApiClient(k8s_asyncio.Configuration(host=host)) as api_client:
             sink = kubevents.AsyncEventsV1Sink(k8s_asyncio.EventsV1Api(api_client))
-            b = kubevents.EventsBroadcaster(sink, clock=clock)
-            b.start_recording_to_sink()
+            b = kubevents.EventsBroadcaster(clock=clock)
+            b.start_recording_to_sink(sink)
             await asyncio.to_thread(record_three, b, clock)
             return await asyncio.to_thread(b.shutdown, 10)
 
@@ -299,8 +299,8 @@ def test_a_namespace_or_name_that_is_no_path_segment_is_refused(sink_class, valu
 
 def test_a_bad_namespace_is_abandoned_by_the_broadcaster():
     sink = kubevents.sinks.MemorySink()
-    b = kubevents.EventsBroadcaster(sink, clock=kubevents.FakeClock(T0))
-    b.start_recording_to_sink()
+    b = kubevents.EventsBroadcaster(clock=kubevents.FakeClock(T0))
+    b.start_recording_to_sink(sink)
     b.new_recorder("ctl", "ctl-1").eventf(dict(POD, namespace=".."), None, "Normal", "Synced", "Sync", "synced")
     st = b.shutdown(timeout=10)
     # Refused once and not retried, as the server's "will not retry" answers.

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 import kubevents
-from kubevents._native import EventsV1Engine, replay_grid
+from kubevents._native import replay_grid
 from kubevents.pleg import EventChannel, EventedPLEG, GenericPLEG, PodCache
 from kubevents.sinks import MemorySink
 
@@ -51,8 +51,8 @@ _USE = {
     "EventsBroadcaster.cache_size": """
         clock = kubevents.FakeClock(0)
         sink = MemorySink()
-        b = kubevents.EventsBroadcaster(sink, clock=clock, cache_size=SIZE)
-        b.start_recording_to_sink()
+        b = kubevents.EventsBroadcaster(clock=clock, cache_size=SIZE)
+        b.start_recording_to_sink(sink)
         rec = b.new_recorder("ctl", "host")
         for reason in ("a", "a", "b"):
             clock.step(1)
@@ -131,7 +131,7 @@ def test_a_refused_huge_size_names_its_limit():
 
 
 def test_more_tries_than_a_u32_holds_are_taken():
-    kubevents.EventsBroadcaster(MemorySink(), max_tries=2**40).shutdown()
+    kubevents.EventsBroadcaster(max_tries=2**40).shutdown()
     kubevents.Broadcaster(max_tries=2**40).shutdown()
 
 
@@ -153,10 +153,8 @@ _INT_OPTIONS = [
       for o in ("lru_cache_size", "burst", "max_events", "max_interval")],
     ("sweep.workers", "workers", lambda v: kubevents.sweep(TRACE, {"burst": [1]}, workers=v, progress=False)),
     ("sweep.grid", r"grid\[0\]: burst", lambda v: kubevents.sweep(TRACE, {"burst": [v]}, progress=False)),
-    *[(f"EventsV1Engine.{o}", o, lambda v, o=o: EventsV1Engine(MemorySink(), **{o: v}))
-      for o in ("max_tries", "cache_size", "seed")],
-    *[(f"EventsBroadcaster.{o}", o, lambda v, o=o: kubevents.EventsBroadcaster(MemorySink(), **{o: v}))
-      for o in ("max_tries", "cache_size")],
+    *[(f"EventsBroadcaster.{o}", o, lambda v, o=o: kubevents.EventsBroadcaster(**{o: v}))
+      for o in ("max_tries", "cache_size", "queue_length", "seed")],
     ("EventChannel.capacity", "capacity", EventChannel),
     ("GenericPLEG.channel_capacity", "channel_capacity", lambda v: generic(channel_capacity=v)),
     ("GenericPLEG.inspect_concurrency", "inspect_concurrency", lambda v: generic(inspect_concurrency=v)),
@@ -204,7 +202,7 @@ def test_an_int_option_of_another_type_is_a_type_error_naming_it():
     with pytest.raises(TypeError, match="^workers must be an int, got str$"):
         replay_grid(TRACE, [{}], workers="2")
     with pytest.raises(TypeError, match="^seed must be an int, got float"):
-        EventsV1Engine(MemorySink(), seed=1.0)
+        kubevents.EventsBroadcaster(seed=1.0)
 
 
 def test_int_options_take_what_they_took():
@@ -214,7 +212,7 @@ def test_int_options_take_what_they_took():
             return 3
 
     kubevents.Correlator(burst=Index(), max_events=True)
-    EventsV1Engine(MemorySink(), seed=2**64 - 1, cache_size=Index())
+    kubevents.EventsBroadcaster(seed=2**64 - 1, cache_size=Index()).shutdown()
     sim = simulation()
     assert len(sim.top_objects(Index())) == 1 and len(sim.object_metrics(None)) == 1
     with pytest.raises(TypeError, match=r"grid\[0\]: burst must be an int, got bool"):

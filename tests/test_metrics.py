@@ -117,7 +117,7 @@ def test_a_collected_broadcaster_disappears(registry):
     b.start_recording_to_sink(MemorySink())
     b.new_recorder("c").event(POD, "Normal", "Started", "x")
     b.shutdown()
-    e = kubevents.EventsBroadcaster(MemorySink(), name="short-lived-v1")
+    e = kubevents.EventsBroadcaster(name="short-lived-v1")
     assert components(registry, "short-lived") == {"Broadcaster"}
     assert components(registry, "short-lived-v1") == {"EventsBroadcaster"}
     del b, e
@@ -130,32 +130,32 @@ def test_default_names_count_per_class():
     a, b = kubevents.Broadcaster(), kubevents.Broadcaster()
     na, nb = (int(re.fullmatch(r"Broadcaster-(\d+)", x.name).group(1)) for x in (a, b))
     assert nb == na + 1
-    assert re.fullmatch(r"EventsBroadcaster-\d+", kubevents.EventsBroadcaster(MemorySink()).name)
+    assert re.fullmatch(r"EventsBroadcaster-\d+", kubevents.EventsBroadcaster().name)
     assert kubevents.Broadcaster(name="x").name == "x"
     with pytest.raises(TypeError, match="name"):
-        kubevents.EventsBroadcaster(MemorySink(), name=3)
+        kubevents.EventsBroadcaster(name=3)
     with pytest.raises(TypeError):
         kubevents.Broadcaster(name=3)
 
 
 def test_events_broadcaster_series_counters(registry):
     clock = FakeClock(1_700_000_000)
-    b = kubevents.EventsBroadcaster(MemorySink(), clock=clock, name="series")
-    b.start_recording_to_sink()
+    b = kubevents.EventsBroadcaster(clock=clock, name="series")
+    b.start_recording_to_sink(MemorySink())
     rec = b.new_recorder("ctl", "ctl-1")
     for _ in range(4):
         rec.eventf(POD, None, "Normal", "Pulled", "pull", "pulled")
         b.wait_idle()
     s = b.stats()
-    assert (s["received"], s["created"], s["series_started"], s["counted"]) == (4, 1, 1, 2)
+    assert (s["received"], s["first_occurrences"], s["series_started"], s["counted"]) == (4, 1, 1, 2)
     m = scrape(registry, "series")
     assert m[("kubevents_events_received_total", ())] == 4
-    assert m[("kubevents_series_created_total", ())] == 1
+    assert m[("kubevents_series_first_occurrences_total", ())] == 1
     assert m[("kubevents_series_started_total", ())] == 1
     assert m[("kubevents_series_counted_total", ())] == 2
     assert m[("kubevents_series_observed_total", ())] == s["observed"] == 4
-    assert m[("kubevents_sink_writes_total", (("result", "success"), ("verb", "create")))] == s["sink_creates"] == 1
-    assert m[("kubevents_sink_writes_total", (("result", "success"), ("verb", "patch")))] == s["sink_patches"] == 1
+    assert m[("kubevents_sink_writes_total", (("result", "success"), ("verb", "create")))] == s["created"] == 1
+    assert m[("kubevents_sink_writes_total", (("result", "success"), ("verb", "patch")))] == s["patched"] == 1
     assert m[("kubevents_series_cache_length", ())] == s["cache_len"] == 1
     assert m[("kubevents_series_rounds_total", (("round", "finish"),))] == s["finish_rounds"]
     # The rounds on the clock: the finish round writes the series' final count and forgets it.
@@ -296,8 +296,8 @@ registry = CollectorRegistry()
 kubevents.metrics.register(registry)
 b = kubevents.Broadcaster(name="parent")
 b.start_recording_to_sink(MemorySink())
-e = kubevents.EventsBroadcaster(MemorySink(), name="parent-v1")
-e.start_recording_to_sink()
+e = kubevents.EventsBroadcaster(name="parent-v1")
+e.start_recording_to_sink(MemorySink())
 pid = os.fork()
 if pid == 0:
     child = kubevents.Broadcaster(name="child")

@@ -404,8 +404,8 @@ def test_request_timeouts_are_retried(make_error):
 
     v1_sink = TimesOutTwice()
     clock = kubevents.FakeClock(START)
-    v1 = kubevents.EventsBroadcaster(v1_sink, clock=clock)
-    v1.start_recording_to_sink()
+    v1 = kubevents.EventsBroadcaster(clock=clock)
+    v1.start_recording_to_sink(v1_sink)
     v1.new_recorder("ctl", "ctl-1").eventf(POD, None, "Warning", "BackOff", "Restarting", "m")
     for _ in range(3):
         assert v1.wait_idle(10)

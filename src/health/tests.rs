@@ -88,8 +88,8 @@ fn events_given_up_are_counted_by_reason_with_an_example_and_a_debug_line_each()
     assert_eq!(
         shown[0],
         "kubevents: sink B-1/sink-1 (CoreV1Sink) failed to write an event: HTTP 403: Forbidden: events is \
-         forbidden; the event is given up (server rejected event (will not retry!): HTTP 403: Forbidden: events is \
-         forbidden): Pod web/api-0; further failures are summed up every 30 s"
+         forbidden; the event is given up (rejected (HTTP 403)): Pod web/api-0; further failures are summed up every \
+         30 s"
     );
     assert_eq!(lock(&lines.0).iter().filter(|(l, _)| *l == "debug").count(), 1000);
     assert_eq!(h.snapshot().given_up.get("rejected (HTTP 403)"), Some(&1000));

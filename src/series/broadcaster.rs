@@ -22,7 +22,7 @@ use super::record::SinkV1;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::event::UuidSource;
-use crate::health::Reporter;
+use crate::health::{Reporter, SinkHealth};
 use crate::pipeline::{Pipeline, PipelineOptions, PipelineStats, SinksHealth, Watcher, BATCH};
 use crate::sync::lock;
 use crate::time::Time;
@@ -32,11 +32,6 @@ use crate::watch::{Lane, Popped};
 pub const MAX_QUEUED_EVENTS: usize = 1000;
 /// Writes made per `Host::attached` on the sink's thread.
 const ATTACHED_CHUNK: usize = 64;
-/// How often the sink's thread looks at a clock it cannot wait on (a fake or user clock): reading a Python
-/// clock takes the GIL, so not as often as `VIRTUAL_CLOCK_POLL`.
-const POLL: Duration = Duration::from_millis(20);
-/// The longest wait on the system clock, so that a clock stepped by the OS is noticed.
-const MAX_WAIT: Duration = Duration::from_secs(1);
 
 /// What the sink's thread needs from the program it runs in (the Python binding: the GIL).
 pub trait Host: Send + 'static {
@@ -214,7 +209,7 @@ impl EventsBroadcaster {
         let watcher = p.watcher(&lane);
         let spawned = p.spawn(&lane.name, move || {
             let _ = shared.worker.set(std::thread::current().id());
-            shared.run(&l, engine, sink, &host);
+            shared.run(&l, engine, sink, &health, &host);
         });
         if let Err(e) = spawned {
             watcher.stop();
@@ -352,39 +347,58 @@ impl Shared {
         });
     }
 
-    /// How long to wait for events before something is due, and when it is due; `None` when it is due now.
-    fn until_due(&self, engine: &SeriesEngine, host: &dyn Host) -> Option<(Duration, Time)> {
-        let due = engine.next_due();
+    /// How long to wait for events before something is due (a round, a retry, a line of the sink's health),
+    /// and when it is due; `None` when it is due now.
+    fn until_due(&self, engine: &SeriesEngine, health: &SinkHealth, host: &dyn Host) -> Option<(Duration, Time)> {
+        let due = health.next_line_at().map_or(engine.next_due(), |at| at.min(engine.next_due()));
         let now = match engine.clock().now() {
             Ok(now) => now,
             Err(e) => {
                 self.note_error(host, &e);
-                return Some((POLL, due));
+                return Some((Duration::from_millis(20), due));
             }
         };
         if due <= now {
             return None;
         }
-        if engine.clock().is_real() {
-            Some((Duration::from_nanos(due.since(now) as u64).min(MAX_WAIT), due))
-        } else {
-            Some((POLL, due))
-        }
+        Some((crate::broadcaster::until(engine.clock().as_ref(), due), due))
     }
 
     /// The sink's thread. It owns the engine: no lock is held while it calls the sink.
-    fn run<S: SinkV1>(&self, lane: &Lane<Arc<EventV1>>, mut engine: SeriesEngine, mut sink: S, host: &dyn Host) {
+    fn run<S: SinkV1>(
+        &self,
+        lane: &Lane<Arc<EventV1>>,
+        mut engine: SeriesEngine,
+        mut sink: S,
+        health: &SinkHealth,
+        host: &dyn Host,
+    ) {
         let mut batch = Vec::with_capacity(BATCH);
         let mut writes = Vec::new();
         loop {
-            let Some((wait, due)) = self.until_due(&engine, host) else {
-                if let Ok(now) = engine.clock().now() {
-                    self.run_due_at(now, &mut engine, &mut sink, host, &mut writes);
+            health.tick(self.pending());
+            let popped = match self.until_due(&engine, health, host) {
+                Some((wait, due)) => lane.pop_batch_until(&mut batch, BATCH, wait, due),
+                None => {
+                    // Due now: but whatever was recorded before this clock reading goes first (its rounds are
+                    // those due by its own time), from the mux and from this queue.
+                    let Ok(now) = engine.clock().now() else { continue };
+                    let distributed = self.pipeline.distributed();
+                    match lane.pop_batch_until(&mut batch, BATCH, Duration::ZERO, now) {
+                        Popped::TimedOut if distributed => {
+                            self.run_due_at(now, &mut engine, &mut sink, host, &mut writes);
+                            self.publish(&engine, 0);
+                            continue;
+                        }
+                        Popped::TimedOut => {
+                            std::thread::yield_now();
+                            continue;
+                        }
+                        other => other,
+                    }
                 }
-                self.publish(&engine, 0);
-                continue;
             };
-            match lane.pop_batch_until(&mut batch, BATCH, wait, due) {
+            match popped {
                 Popped::TimedOut => continue,
                 Popped::Closed => break,
                 Popped::Items => {}

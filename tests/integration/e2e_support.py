@@ -148,8 +148,8 @@ def start(sink: Any, api: str, clock: Any, **options: Any) -> Any:
         b = kubevents.Broadcaster(clock=clock, **options)
         b.start_recording_to_sink(sink)
     else:
-        b = kubevents.EventsBroadcaster(sink, clock=clock, **options)
-        b.start_recording_to_sink()
+        b = kubevents.EventsBroadcaster(clock=clock, **options)
+        b.start_recording_to_sink(sink)
     return b
 
 
