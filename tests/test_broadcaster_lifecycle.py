@@ -276,7 +276,7 @@ def test_a_bug_in_a_sink_is_worded_as_such_with_its_traceback_once(caplog):
         def patch(self, e, p):
             pass
 
-    with caplog.at_level(logging.ERROR, logger="kubevents"):
+    with caplog.at_level(logging.WARNING, logger="kubevents"):
         b = kubevents.Broadcaster()
         b.start_recording_to_sink(Sink())
         r = b.new_recorder("c")
@@ -284,12 +284,18 @@ def test_a_bug_in_a_sink_is_worded_as_such_with_its_traceback_once(caplog):
             r.eventf(pod(i), "Normal", "R", "m")
         s = b.shutdown(timeout=30)
     assert s["abandoned"] == 3
-    messages = [rec.getMessage() for rec in caplog.records if "my sink bug" in rec.getMessage()]
-    assert len(messages) == 3
-    assert all(m.startswith("the sink failed (will not retry!): TypeError: my sink bug") for m in messages)
-    assert "server rejected" not in caplog.text
-    tracebacks = [m for m in messages if "Traceback (most recent call last)" in m]
-    assert len(tracebacks) == 1 and 'raise TypeError("my sink bug")' in tracebacks[0]
+    messages = [rec.getMessage() for rec in caplog.records if "failed to write an event" in rec.getMessage()]
+    # The first failure with its traceback; the others are counted in the shutdown's summary.
+    assert len(messages) == 1
+    assert messages[0].startswith(
+        f"kubevents: sink {b.name}/sink-1 (Sink) failed to write an event: TypeError: my sink bug; the event is "
+        "given up (not retryable (TypeError)): Pod "
+    )
+    assert messages[0].count("Traceback (most recent call last)") == 1
+    assert 'raise TypeError("my sink bug")' in messages[0]
+    assert "rejected" not in caplog.text
+    [summary] = [rec.getMessage() for rec in caplog.records if " shut down: " in rec.getMessage()]
+    assert "3 events given up (3 not retryable (TypeError))" in summary
 
 
 def test_a_failing_callback_is_logged_with_its_traceback_once(caplog):

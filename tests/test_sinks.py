@@ -434,7 +434,7 @@ class _ClientError(Exception):
 
 @pytest.mark.parametrize("body, logged", [
     ('{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"events is forbidden: no",'
-     '"reason":"Forbidden","code":403}', "HTTP 403: Forbidden: events is forbidden: no (after 1 tries)"),
+     '"reason":"Forbidden","code":403}', "HTTP 403: Forbidden: events is forbidden: no; "),
     # Not a Status (a proxy's page): the exception's own text.
     ("<html>denied</html>", "HTTP 403: _ClientError: (403)\nReason: Refused"),
 ])
@@ -446,5 +446,6 @@ def test_a_refusal_is_logged_with_the_status_the_server_sent(body, logged, caplo
     with kubevents.Broadcaster(clock=kubevents.FakeClock(START)) as b:
         b.start_recording_to_sink(Refusing())
         b.new_recorder("ctl").event(POD, "Warning", "BackOff", "m")
-    [line] = [r.getMessage() for r in caplog.records if "will not retry" in r.getMessage()]
-    assert line.startswith("server rejected event (will not retry!): " + logged)
+    [line] = [r.getMessage() for r in caplog.records if "failed to write an event" in r.getMessage()]
+    assert line.startswith(f"kubevents: sink {b.name}/sink-1 (Refusing) failed to write an event: {logged}")
+    assert "the event is given up (rejected (HTTP 403)): Pod " in line

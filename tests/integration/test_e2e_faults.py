@@ -77,14 +77,16 @@ def check_refused(api: str, stats: dict[str, Any], caplog: pytest.LogCaptureFixt
         assert (stats["abandoned"], stats["retries"], stats["created"], stats["patched"]) == (3, 0, 0, 0)
     else:
         counters = ("write_errors", "retries", "pending_retries", "abandoned", "writes_ok")
-        assert tuple(stats[k] for k in counters) == (3, 0, 0, 0, 0)
+        assert tuple(stats[k] for k in counters) == (3, 0, 0, 3, 0)
+    status = expected[0].split(":")[0].removeprefix("HTTP ")
+    assert stats["sinks"]["sink-1"]["given_up"] == {f"rejected (HTTP {status})": 3}
     lines = [r.getMessage() for r in caplog.records if r.name == "kubevents" and r.levelno >= logging.WARNING]
-    refusals = [line for line in lines if "rejected event (will not retry!)" in line]
-    assert len(refusals) == len(expected), lines
-    for line, answer in zip(refusals, expected):
-        assert "\n" not in line and answer in line, line
-    # Besides, at most the shutdown's one summary of what it could not deliver.
-    assert [line for line in lines if line not in refusals] in ([], ["shut down: 3 events could not be delivered (see stats())"])
+    # The first refusal at once, the other two in the shutdown's summary: two lines, one each.
+    assert len(lines) == 2, lines
+    first, summary = lines
+    assert "\n" not in first and f"failed to write an event: {expected[0]}; the event is given up" in first, first
+    assert " shut down: 3 events received; " in summary, summary
+    assert f"3 events given up (3 rejected (HTTP {status})), last error: {expected[-1]}" in summary, summary
 
 
 @pytest.mark.parametrize("fault", ["unauthorized", "forbidden", "missing-namespace"])
