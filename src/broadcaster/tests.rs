@@ -347,10 +347,11 @@ fn stats_serialize_as_python_lists_them() {
 
 #[test]
 fn options_are_checked_with_their_names() {
-    assert_eq!(workers_option(1).unwrap(), 1);
-    assert_eq!(workers_option(MAX_WORKERS as i64).unwrap(), MAX_WORKERS);
-    assert_eq!(workers_option(1025).unwrap_err().to_string(), "workers must be <= 1024, got 1025");
-    assert_eq!(workers_option(0).unwrap_err().to_string(), "workers must be >= 1, got 0");
+    assert_eq!(delivery_workers_option(1).unwrap(), 1);
+    assert_eq!(delivery_workers_option(MAX_WORKERS as i64).unwrap(), MAX_WORKERS);
+    assert_eq!(delivery_workers_option(1025).unwrap_err().to_string(), "workers must be <= 1024, got 1025");
+    assert_eq!(delivery_workers_option(0).unwrap_err().to_string(), "workers must be >= 1, got 0");
+    assert!(matches!(full_channel_option(DEFAULT_FULL_CHANNEL), Ok(FullChannel::Drop)));
     assert!(matches!(full_channel_option("wait"), Ok(FullChannel::Wait)));
     assert!(matches!(full_channel_option("drop"), Ok(FullChannel::Drop)));
     assert_eq!(
@@ -393,3 +394,4 @@ fn exit_flush_shuts_down_and_answers_what_is_pending() {
     assert_eq!(b.exit_flush(Duration::from_secs(10)), 0);
     assert!(b.wait_shut_down(Some(Duration::ZERO)));
 }
+
