@@ -500,18 +500,25 @@ fn write_event_error() {
     }
 }
 
+/// Records one event twice, a second apart, through `workers` delivery workers to a sink whose patches fail with
+/// `patch_error`; returns the sink and the broadcaster once idle.
+fn a_repeat_to(patch_error: WriteError, workers: usize) -> (Arc<Scripted>, EventBroadcaster) {
+    let sink = Arc::new(Scripted { patch_error: Some(patch_error), ..Default::default() });
+    let (clock, b) = recording_to(sink.clone(), workers);
+    for _ in 0..2 {
+        clock.step(1_000_000_000);
+        b.record(occurrence(reference("bar", ""), "Started", clock.get())).unwrap();
+        assert!(b.wait_idle(Some(WAIT)));
+    }
+    (sink, b)
+}
+
 // client-go's TestUpdateExpiredEvent: the patch of a repeat finds no event (404), and the event is created
 // again with its resourceVersion cleared.
 #[test]
 fn update_expired_event() {
     for workers in [1, 3] {
-        let sink = Arc::new(Scripted { patch_error: Some(WriteError::status(404, "not found")), ..Default::default() });
-        let (clock, b) = recording_to(sink.clone(), workers);
-        for _ in 0..2 {
-            clock.step(1_000_000_000);
-            b.record(occurrence(reference("bar", ""), "Started", clock.get())).unwrap();
-            assert!(b.wait_idle(Some(WAIT)));
-        }
+        let (sink, b) = a_repeat_to(WriteError::status(404, "not found"), workers);
         // The repeat is patched with the resourceVersion of the server's answer, then created without it.
         let [patch] = &sink.calls(Written::Patched)[..] else { panic!("one patch, {workers} workers") };
         assert_eq!((patch.count, patch.metadata.resource_version.as_str()), (2, "updated-resource-version"));
@@ -529,13 +536,7 @@ fn update_expired_event() {
 #[test]
 fn a_patch_error_other_than_404_is_not_a_create() {
     for workers in [1, 3] {
-        let sink = Arc::new(Scripted { patch_error: Some(WriteError::status(422, "invalid")), ..Default::default() });
-        let (clock, b) = recording_to(sink.clone(), workers);
-        for _ in 0..2 {
-            clock.step(1_000_000_000);
-            b.record(occurrence(reference("bar", ""), "Started", clock.get())).unwrap();
-            assert!(b.wait_idle(Some(WAIT)));
-        }
+        let (sink, b) = a_repeat_to(WriteError::status(422, "invalid"), workers);
         assert_eq!((sink.calls(Written::Created).len(), sink.calls(Written::Patched).len()), (1, 1));
         let s = b.stats();
         assert_eq!((s.created, s.patch_errors, s.retries, s.abandoned), (1, 1, 0, 1));

@@ -482,6 +482,15 @@ fn record(eng: &mut SeriesEngine, store: &mut Store, event: EventV1) {
     }
 }
 
+/// An engine at T0 whose first rounds, due at once, have run (on an empty cache), and its sink.
+fn after_the_first_rounds() -> (Arc<FakeClock>, SeriesEngine, Store) {
+    let clock = Arc::new(FakeClock::new(T0));
+    let mut eng = engine(&clock, 16);
+    let mut store = Store::default();
+    eng.run_due_at(T0, &mut store).unwrap();
+    (clock, eng, store)
+}
+
 fn series_body(count: i32, at: i64) -> String {
     format!(r#"{{"series":{{"count":{count},"lastObservedTime":"{}"}}}}"#, micro(at))
 }
@@ -512,10 +521,7 @@ fn record_event_to_sink_through_the_engine() {
 
 #[test]
 fn a_series_whose_create_conflicts_is_retried_on_the_clock() {
-    let clock = Arc::new(FakeClock::new(T0));
-    let mut eng = engine(&clock, 16);
-    let mut store = Store::default();
-    eng.run_due_at(T0, &mut store).unwrap();
+    let (_, mut eng, mut store) = after_the_first_rounds();
     // The patch finds nothing, and the create meets the first event's, which raced it.
     store.fail = vec![WriteError::status(404, "not found"), WriteError::status(409, "already exists")];
     eng.write(with_series(plain()), &mut store).unwrap();
@@ -538,10 +544,7 @@ fn a_series_whose_create_conflicts_is_retried_on_the_clock() {
 // write, a patch with its last observed time, and leaves the cache; a newer singleton stays, unwritten.
 #[test]
 fn finish_series_in_the_engines_round() {
-    let clock = Arc::new(FakeClock::new(T0));
-    let mut eng = engine(&clock, 16);
-    let mut store = Store::default();
-    eng.run_due_at(T0, &mut store).unwrap();
+    let (clock, mut eng, mut store) = after_the_first_rounds();
     for i in 0..10 {
         clock.set(T0.add_nanos(i * S));
         record(&mut eng, &mut store, event_at(clock.get(), "started"));
@@ -592,13 +595,8 @@ fn refresh_existing_event_series_in_the_engines_round() {
 #[test]
 fn shutdown_gives_a_pending_retry_one_last_attempt() {
     for (failures, stored, abandoned) in [(1, 1, 0), (2, 0, 1)] {
-        let clock = Arc::new(FakeClock::new(T0));
-        let mut eng = engine(&clock, 16);
-        let mut store = Store {
-            fail: (0..failures).map(|_| WriteError::retry("connection refused")).collect(),
-            ..Default::default()
-        };
-        eng.run_due_at(T0, &mut store).unwrap();
+        let (clock, mut eng, mut store) = after_the_first_rounds();
+        store.fail = (0..failures).map(|_| WriteError::retry("connection refused")).collect();
         eng.write(plain(), &mut store).unwrap();
         assert_eq!(eng.stats().pending_retries, 1);
         assert_eq!(eng.shutdown(&mut store), 0);
