@@ -113,13 +113,16 @@ pub const BATCH_SLICE: Duration = Duration::from_millis(2);
 
 /// A sink's delivery workers, a thread each: far more than any API server takes from one client at once.
 pub const MAX_WORKERS: usize = 1024;
+/// One delivery worker: client-go's single sink goroutine.
+pub const DEFAULT_WORKERS: usize = 1;
+/// client-go's `maxQueuedEvents`: the incoming queue's length.
+pub const DEFAULT_QUEUE_LENGTH: usize = 1000;
+/// What a full incoming queue does by default (`DropIfChannelFull`).
+pub const DEFAULT_FULL_CHANNEL: &str = "drop";
 
-/// The `workers` option of `start_recording_to_sink`, checked.
-pub fn workers_option(workers: i64) -> Result<usize> {
-    if workers > MAX_WORKERS as i64 {
-        return Err(Error::Option(format!("workers must be <= {MAX_WORKERS}, got {workers}")));
-    }
-    Ok(crate::error::count_option("workers", workers)?.get())
+/// The `workers` option of `start_recording_to_sink` (a sink's delivery workers), checked.
+pub fn delivery_workers_option(workers: i64) -> Result<usize> {
+    Ok(crate::error::int_option("workers", workers, 1, MAX_WORKERS as i64)? as usize)
 }
 
 /// The `full_channel` option: what a full incoming queue does.

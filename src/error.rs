@@ -88,15 +88,23 @@ impl From<std::io::Error> for Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// An integer option checked to lie in `min..=max`; errors name the option. The one check of every integer
+/// option, so that they all word it alike.
+pub fn int_option(name: &str, v: i64, min: i64, max: i64) -> Result<i64> {
+    if v < min {
+        return Err(Error::Option(format!("{name} must be >= {min}, got {v}")));
+    }
+    if v > max {
+        return Err(Error::Option(format!("{name} must be <= {max}, got {v}")));
+    }
+    Ok(v)
+}
+
 /// An option that counts something (a queue's length, workers, cache entries): at least 1.
 pub fn count_option(name: &str, v: i64) -> Result<NonZeroUsize> {
-    if v < 1 {
-        return Err(Error::Option(format!("{name} must be >= 1, got {v}")));
-    }
-    usize::try_from(v)
-        .ok()
-        .and_then(NonZeroUsize::new)
-        .ok_or_else(|| Error::Option(format!("{name} is too large: {v}")))
+    let max = i64::try_from(usize::MAX).unwrap_or(i64::MAX);
+    let v = int_option(name, v, 1, max)?;
+    usize::try_from(v).ok().and_then(NonZeroUsize::new).ok_or_else(|| Error::Option(format!("{name}: {v} is no count")))
 }
 
 #[cfg(test)]
@@ -104,10 +112,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn int_option_names_the_bound_it_missed() {
+        assert_eq!(int_option("n", 0, 0, 5).unwrap(), 0);
+        assert_eq!(int_option("n", 5, 0, 5).unwrap(), 5);
+        assert_eq!(int_option("retries", -1, 0, 5).unwrap_err().to_string(), "retries must be >= 0, got -1");
+        assert_eq!(int_option("retries", 6, 0, 5).unwrap_err().to_string(), "retries must be <= 5, got 6");
+        assert!(matches!(int_option("n", 6, 0, 5), Err(Error::Option(_))));
+    }
+
+    #[test]
     fn count_option_takes_one_and_more() {
         assert_eq!(count_option("n", 1).unwrap().get(), 1);
         assert_eq!(count_option("n", 4096).unwrap().get(), 4096);
         assert_eq!(count_option("queue_length", 0).unwrap_err().to_string(), "queue_length must be >= 1, got 0");
         assert_eq!(count_option("n", -3).unwrap_err().to_string(), "n must be >= 1, got -3");
+        assert_eq!(count_option("n", i64::MAX).unwrap().get() as u64, i64::MAX as u64);
     }
 }

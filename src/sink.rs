@@ -1,8 +1,8 @@
-//! Writing events to an API server: the sink protocol, client-go's error classification and its retry loop
+//! Writing events to an API server: the sink protocol, client-go's error classification and its retry decisions
 //! (`recordToSink` / `recordEvent` in `tools/record/event.go`).
 //!
-//! One error model, classification and retry schedule for both event APIs: the retry loop is generic over
-//! what one attempt does, and `tools/events` (`crate::series`) schedules its retries with `Attempts` too.
+//! One error model, classification and retry schedule for both event APIs: the core/v1 writer
+//! (`crate::broadcaster`) and `tools/events` (`crate::series`) decide every retry with `Attempts`.
 
 use crate::sync::lock;
 use std::collections::HashSet;
@@ -13,14 +13,29 @@ use std::sync::{Arc, Mutex};
 use rand::Rng;
 
 use crate::clock::{Clock, StopSignal};
-use crate::correlator::EventCorrelator;
+use crate::error::{count_option, Error};
 use crate::event::Event;
-use crate::time::Time;
+use crate::time::{check_duration, Time, NANOS_PER_SECOND};
 
 /// Client-go's `maxTriesPerEvent` (`tools/record` and `tools/events` alike).
 pub const DEFAULT_MAX_TRIES: u32 = 12;
 /// Client-go's `defaultSleepDuration`, 10 s (`tools/record` and `tools/events` alike).
 pub const DEFAULT_SLEEP_NANOS: i64 = 10_000_000_000;
+/// How long a client sink gives each request unless told otherwise: client-go's REST client has no limit,
+/// but it does not hang on a dead connection as the Python clients, which wait forever, would.
+pub const DEFAULT_REQUEST_TIMEOUT_NANOS: i64 = 30 * NANOS_PER_SECOND;
+/// The longest request timeout, 1e9 s: a socket timeout holds at most about 292 years.
+pub const MAX_REQUEST_TIMEOUT_NANOS: i64 = 1_000_000_000 * NANOS_PER_SECOND;
+
+/// The `request_timeout` option of the client sinks, checked: more than 0, at most `MAX_REQUEST_TIMEOUT_NANOS`.
+pub fn request_timeout_option(nanos: i64) -> crate::error::Result<i64> {
+    check_duration(nanos, "request_timeout", true)?;
+    if nanos > MAX_REQUEST_TIMEOUT_NANOS {
+        let (max, got) = (MAX_REQUEST_TIMEOUT_NANOS / NANOS_PER_SECOND, nanos as f64 / NANOS_PER_SECOND as f64);
+        return Err(Error::Option(format!("request_timeout must be <= {max} seconds, got {got}")));
+    }
+    Ok(nanos)
+}
 
 /// What to do after a failed write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,9 +197,11 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// `max_tries` attempts (more than a u32 holds are as good as unlimited), `sleep_nanos` apart.
+    /// The `max_tries` and `sleep_duration` options, checked: `max_tries` attempts (at least 1; more than a u32
+    /// holds are as good as unlimited), `sleep_nanos` (at least 0) apart.
     pub fn new(max_tries: i64, sleep_nanos: i64) -> crate::error::Result<Self> {
-        let max_tries = crate::error::count_option("max_tries", max_tries)?.get();
+        let max_tries = count_option("max_tries", max_tries)?.get();
+        let sleep_nanos = check_duration(sleep_nanos, "sleep_duration", false)?;
         Ok(RetryPolicy { max_tries: u32::try_from(max_tries).unwrap_or(u32::MAX), sleep_nanos })
     }
 
@@ -354,68 +371,12 @@ impl Attempts {
     }
 }
 
-/// The whole retry loop for one write, sleeping on `sleeper`: `attempt` is called until it succeeds, the
-/// error says to give up, the tries run out, or the sleeper is stopped (then the event is abandoned after
-/// the attempt that failed, as client-go abandons it after shutdown).
-pub fn with_retries<T>(
-    policy: &RetryPolicy,
-    sleeper: &ClockSleeper,
-    rng: &mut impl Rng,
-    mut attempt: impl FnMut() -> Result<T, WriteError>,
-) -> (Result<T, Abandoned>, u32) {
-    let mut a = Attempts::default();
-    loop {
-        let e = match attempt() {
-            Ok(v) => return (Ok(v), a.tries + 1),
-            Err(e) => e,
-        };
-        match a.after_failure(e, policy, sleeper.stop.is_stopped(), rng) {
-            Next::Abandon(why) => return (Err(why), a.tries),
-            Next::SleepThenRetry { delay_nanos } => {
-                let last = WriteError::retry("interrupted");
-                let deadline = match sleeper.clock.now() {
-                    Ok(now) => Time(now.0.saturating_add(delay_nanos)),
-                    Err(_) => return (Err(Abandoned::ShutDown(last)), a.tries),
-                };
-                if !sleeper.sleep_until(deadline) {
-                    // Stopped while sleeping: the one try an event gets once shut down.
-                    return match attempt() {
-                        Ok(v) => (Ok(v), a.tries + 1),
-                        Err(e) => (Err(Abandoned::ShutDown(e)), a.tries + 1),
-                    };
-                }
-            }
-        }
-    }
-}
-
-/// `recordToSink` after correlation: write with retries, then `UpdateState` with the server's answer.
-pub fn record_to_sink(
-    sink: &dyn EventSink,
-    correlator: &Mutex<EventCorrelator>,
-    mut event: Event,
-    patch: &[u8],
-    policy: &RetryPolicy,
-    sleeper: &ClockSleeper,
-    rng: &mut impl Rng,
-) -> (Result<Written, Abandoned>, u32) {
-    let calls = SinkCalls::default();
-    let (result, tries) = with_retries(policy, sleeper, rng, || record_event(sink, &mut event, patch, &calls));
-    let result = result.map(|(answer, written)| {
-        lock(correlator).update_state(answer.as_ref().unwrap_or(&event));
-        written
-    });
-    (result, tries)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::clock::FakeClock;
-    use crate::correlator::{CorrelatorOptions, KeyFuncs};
     use rand::rngs::SmallRng;
     use rand::SeedableRng;
-    use std::sync::atomic::{AtomicU32, Ordering};
 
     #[test]
     fn sink_calls_classify_by_status_then_kind() {
@@ -452,102 +413,26 @@ mod tests {
     }
 
     #[test]
-    fn retry_policy_checks_max_tries() {
+    fn retry_policy_checks_its_options() {
         assert_eq!(RetryPolicy::new(3, 5).unwrap(), RetryPolicy { max_tries: 3, sleep_nanos: 5 });
         assert_eq!(RetryPolicy::new(i64::MAX, 5).unwrap().max_tries, u32::MAX);
         assert_eq!(RetryPolicy::new(0, 5).unwrap_err().to_string(), "max_tries must be >= 1, got 0");
+        let err = RetryPolicy::new(3, -1_500_000_000).unwrap_err().to_string();
+        assert_eq!(err, "sleep_duration must be >= 0 seconds, got -1.5");
     }
 
-    struct Failing {
-        attempts: AtomicU32,
-        fail_times: u32,
-        error: WriteError,
-        patch_error: Option<WriteError>,
-        created: Mutex<Vec<Event>>,
+    /// Patches find nothing; creates fail with `create_error` when it is set.
+    struct NoPatch {
+        create_error: Option<WriteError>,
     }
 
-    impl Failing {
-        fn new(error: WriteError, fail_times: u32) -> Self {
-            Failing { attempts: AtomicU32::new(0), fail_times, error, patch_error: None, created: Mutex::new(vec![]) }
-        }
-    }
-
-    impl EventSink for Failing {
+    impl EventSink for NoPatch {
         fn create(&self, event: &Event) -> Result<Event, WriteError> {
-            let n = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
-            if n <= self.fail_times {
-                return Err(self.error.clone());
-            }
-            self.created.lock().unwrap().push(event.clone());
-            Ok(event.clone())
+            self.create_error.clone().map_or_else(|| Ok(event.clone()), Err)
         }
         fn patch(&self, _: &Event, _: &[u8]) -> Result<Event, WriteError> {
-            Err(self.patch_error.clone().unwrap_or_else(|| WriteError::status(404, "not found")))
+            Err(WriteError::status(404, "not found"))
         }
-    }
-
-    fn sleeper(stop: bool) -> ClockSleeper {
-        let s = Arc::new(StopSignal::default());
-        if stop {
-            s.stop();
-        }
-        ClockSleeper { clock: Arc::new(crate::clock::RealClock), stop: s }
-    }
-
-    fn correlator() -> Mutex<EventCorrelator> {
-        Mutex::new(
-            EventCorrelator::new(CorrelatorOptions::default(), Arc::new(FakeClock::new(Time(0))), KeyFuncs::default())
-                .unwrap(),
-        )
-    }
-
-    fn run(sink: &Failing, event: Event, stop: bool) -> (Result<Written, Abandoned>, u32) {
-        let policy = RetryPolicy { max_tries: 12, sleep_nanos: 0 };
-        record_to_sink(sink, &correlator(), event, b"{}", &policy, &sleeper(stop), &mut SmallRng::seed_from_u64(1))
-    }
-
-    // client-go's TestWriteEventError.
-    #[test]
-    fn write_event_error() {
-        let cases = [
-            (WriteError::give_up("request construction"), 1000, 1),
-            (WriteError::status(409, "already exists"), 1000, 1),
-            (WriteError::status(400, "bad"), 1000, 1),
-            (WriteError::status(503, "unavailable"), 1000, 12),
-            (WriteError::status(429, "slow down"), 1000, 12),
-            (WriteError::retry("a weird error"), 1000, 12),
-            (WriteError::retry("a weird error"), 1, 2),
-        ];
-        for (error, fail_times, expected) in cases {
-            let sink = Failing::new(error.clone(), fail_times);
-            let (result, tries) = run(&sink, Event::default(), false);
-            assert_eq!(sink.attempts.load(Ordering::SeqCst), expected, "{error}");
-            assert_eq!(tries, expected);
-            assert_eq!(result.is_ok(), expected < 12 && fail_times < 1000, "{error}");
-        }
-    }
-
-    // client-go's TestUpdateExpiredEvent: a 404 on the patch creates, with resourceVersion cleared.
-    #[test]
-    fn update_expired_event() {
-        let sink = Failing::new(WriteError::retry("x"), 0);
-        let mut ev = Event { count: 2, ..Default::default() };
-        ev.metadata.resource_version = "updated-resource-version".into();
-        let (result, _) = run(&sink, ev, false);
-        assert_eq!(result, Ok(Written::Created));
-        let created = sink.created.lock().unwrap();
-        assert_eq!(created.len(), 1);
-        assert_eq!(created[0].metadata.resource_version, "");
-        assert_eq!(created[0].count, 2);
-    }
-
-    #[test]
-    fn a_patch_error_other_than_404_is_not_a_create() {
-        let mut sink = Failing::new(WriteError::retry("x"), 0);
-        sink.patch_error = Some(WriteError::status(422, "invalid"));
-        let (result, tries) = run(&sink, Event { count: 3, ..Default::default() }, false);
-        assert!(matches!(result, Err(Abandoned::GaveUp(_))));
-        assert_eq!((tries, sink.attempts.load(Ordering::SeqCst)), (1, 0));
     }
 
     #[test]
@@ -558,22 +443,21 @@ mod tests {
                 .map(|(v, ok)| c.get(v, ok))
         };
         // A repeat whose patch finds nothing: a failed patch, then a create.
-        let sink = Failing::new(WriteError::retry("x"), 0);
         let mut repeat = Event { count: 2, ..Default::default() };
-        assert!(record_event(&sink, &mut repeat, b"{}", &calls).is_ok());
+        assert!(record_event(&NoPatch { create_error: None }, &mut repeat, b"{}", &calls).is_ok());
         assert_eq!(all(&calls), [1, 0, 0, 1]);
-        let failing = Failing::new(WriteError::status(503, "unavailable"), 1);
+        let failing = NoPatch { create_error: Some(WriteError::status(503, "unavailable")) };
         assert!(record_event(&failing, &mut Event::default(), b"{}", &calls).is_err());
         assert_eq!(all(&calls), [1, 1, 0, 1]);
     }
 
-    // client-go's TestCancelEvent: once shut down, one try.
     #[test]
-    fn cancel_event() {
-        let sink = Failing::new(WriteError::retry("unexpected object"), 1000);
-        let (result, tries) = run(&sink, Event::default(), true);
-        assert!(matches!(result, Err(Abandoned::ShutDown(_))));
-        assert_eq!((tries, sink.attempts.load(Ordering::SeqCst)), (1, 1));
+    fn request_timeouts_are_positive_and_bounded() {
+        assert_eq!(request_timeout_option(DEFAULT_REQUEST_TIMEOUT_NANOS).unwrap(), 30 * NANOS_PER_SECOND);
+        assert_eq!(request_timeout_option(MAX_REQUEST_TIMEOUT_NANOS).unwrap(), MAX_REQUEST_TIMEOUT_NANOS);
+        assert_eq!(request_timeout_option(0).unwrap_err().to_string(), "request_timeout must be > 0 seconds, got 0");
+        let err = request_timeout_option(MAX_REQUEST_TIMEOUT_NANOS + NANOS_PER_SECOND).unwrap_err().to_string();
+        assert_eq!(err, "request_timeout must be <= 1000000000 seconds, got 1000000001");
     }
 
     #[test]

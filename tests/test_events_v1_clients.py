@@ -269,7 +269,7 @@ def test_typed_calls_carry_the_timeout(sink_class):
                                   lambda t: kubevents.new_event_broadcaster_adapter(None, request_timeout=t)],
                          ids=["EventsV1Sink", "AsyncEventsV1Sink", "adapter"])
 def test_a_bad_request_timeout_is_refused(make, value, exc):
-    with pytest.raises(exc, match="request_timeout: expected"):
+    with pytest.raises(exc, match="^request_timeout"):
         make(value)
 
 

@@ -121,7 +121,7 @@ def test_combinations():
 
 
 @pytest.mark.parametrize("grid, kwargs, exc, match", [
-    ({"brust": [1]}, {}, ValueError, "unknown option 'brust'"),
+    ({"brust": [1]}, {}, ValueError, r'grid\[0\]: unknown option "brust"; the grid takes lru_cache_size, burst'),
     ({"burst": 5}, {}, TypeError, r"grid\['burst'\]: expected a list"),
     ("burst=5", {}, TypeError, "grid: expected a dict"),
     ({"burst": [-1]}, {}, ValueError, r"grid\[0\]: burst must be >= 0"),

@@ -18,6 +18,7 @@ from typing import Any
 
 import kubevents
 from kubevents._cli import add_trace_options, trace_of
+from kubevents._native import DEFAULT_BURST, DEFAULT_LRU_CACHE_SIZE, DEFAULT_MAX_EVENTS, DEFAULT_MAX_INTERVAL
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,12 +28,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_trace_options(p)
     # Left out, an option keeps the correlator's own default.
-    p.add_argument("--burst", type=int, help="spam filter burst per source+object (default 25)")
-    p.add_argument("--qps", type=float, help="spam filter refill, tokens/s (default 1/300)")
-    p.add_argument("--max-events", type=int, help="distinct messages that trigger aggregation (default 10)")
+    p.add_argument("--burst", type=int, help=f"spam filter burst per source+object (default {DEFAULT_BURST})")
+    p.add_argument("--qps", type=float, help="spam filter refill, tokens/s (default client-go's 1/300)")
+    p.add_argument("--max-events", type=int,
+                   help=f"distinct messages that trigger aggregation (default {DEFAULT_MAX_EVENTS})")
     p.add_argument("--max-interval", type=int,
-                   help="longest gap in seconds between similar events of one group (default 600)")
-    p.add_argument("--cache-size", type=int, help="entries in each LRU cache (default 4096)")
+                   help=f"longest gap in seconds between similar events of one group (default {DEFAULT_MAX_INTERVAL})")
+    p.add_argument("--cache-size", type=int, help=f"entries in each LRU cache (default {DEFAULT_LRU_CACHE_SIZE})")
     p.add_argument("--top", type=int, default=5, help="objects with most writes to list (default 5)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     return p

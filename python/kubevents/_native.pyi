@@ -26,13 +26,101 @@ __all__ = [
     "register_kind",
     # Tuning lab.
     "replay_grid",
+    "_check_grid",
 ]
 
 __version__: str
 """The package's version (Cargo.toml's, as in the distribution's metadata)."""
 
+# The core's option defaults and bounds: the Python code reads them here rather than copying them.
+
+__all__ += [
+    "CHANNEL_CAPACITY",
+    "DEFAULT_BURST",
+    "DEFAULT_CATCH_UP_WAIT",
+    "DEFAULT_FULL_CHANNEL",
+    "DEFAULT_LRU_CACHE_SIZE",
+    "DEFAULT_MAX_EVENTS",
+    "DEFAULT_MAX_INTERVAL",
+    "DEFAULT_MAX_TRIES",
+    "DEFAULT_QUEUE_LENGTH",
+    "DEFAULT_REQUEST_TIMEOUT",
+    "DEFAULT_SLEEP_DURATION",
+    "DEFAULT_WINDOW",
+    "DEFAULT_WORKERS",
+    "EVENTED_CACHE_UPDATE_PERIOD",
+    "EVENTED_MAX_STREAM_RETRIES",
+    "EVENTED_RELIST_PERIOD",
+    "EVENTED_RELIST_THRESHOLD",
+    "GRID_OPTIONS",
+    "INSPECT_CONCURRENCY",
+    "MAX_REQUEST_TIMEOUT",
+    "MAX_WORKERS",
+    "RELIST_PERIOD",
+    "RELIST_THRESHOLD",
+    "_count_option",
+    "_request_timeout",
+    "_seconds_option",
+]
+
+DEFAULT_LRU_CACHE_SIZE: int
+"""client-go's ``maxLruCacheEntries``: the bound of each of the correlator's caches."""
+DEFAULT_BURST: int
+"""client-go's ``defaultSpamBurst``: events per source and object before the spam filter's rate applies."""
 DEFAULT_QPS: float
 """client-go's default spam refill rate, ``float32(1/300)`` widened to a float."""
+DEFAULT_MAX_EVENTS: int
+"""client-go's ``defaultAggregateMaxEvents``: distinct messages of a group before they are combined."""
+DEFAULT_MAX_INTERVAL: int
+"""client-go's ``defaultAggregateIntervalInSeconds``."""
+GRID_OPTIONS: tuple[str, ...]
+"""The correlator's options as ``simulate`` names them: the ones a sweep's grid may vary."""
+DEFAULT_MAX_TRIES: int
+"""client-go's ``maxTriesPerEvent``: tries of a failing write, the first included."""
+DEFAULT_SLEEP_DURATION: float
+"""client-go's ``defaultSleepDuration``, seconds between tries (the first sleep is randomised)."""
+DEFAULT_QUEUE_LENGTH: int
+"""client-go's ``maxQueuedEvents``: a broadcaster's incoming queue."""
+DEFAULT_FULL_CHANNEL: Literal["drop", "wait"]
+"""What a broadcaster's full incoming queue does by default (client-go's ``DropIfChannelFull``)."""
+DEFAULT_CATCH_UP_WAIT: float
+"""Seconds a recorder call may wait for fast watchers that fell behind."""
+DEFAULT_WORKERS: int
+"""A sink's delivery workers by default: one, as client-go's single sink goroutine."""
+MAX_WORKERS: int
+"""The most delivery workers a sink may have."""
+DEFAULT_REQUEST_TIMEOUT: float
+"""Seconds the client sinks give each request unless told otherwise (the official clients wait forever)."""
+MAX_REQUEST_TIMEOUT: float
+"""The longest request timeout the client sinks take, in seconds."""
+DEFAULT_WINDOW: float
+"""Seconds of the windows of the lab's peak write rates."""
+RELIST_PERIOD: float
+"""The kubelet's ``genericPlegRelistPeriod``, seconds."""
+RELIST_THRESHOLD: float
+"""The kubelet's ``genericPlegRelistThreshold``, seconds without a relist before the PLEG is unhealthy."""
+CHANNEL_CAPACITY: int
+"""The kubelet's ``plegChannelCapacity``."""
+INSPECT_CONCURRENCY: int
+"""Inspections of one relist at once: the kubelet's serial loop."""
+EVENTED_RELIST_PERIOD: float
+"""The generic PLEG's relist period while EventedPLEG is in use, seconds."""
+EVENTED_RELIST_THRESHOLD: float
+"""The generic PLEG's relist threshold while EventedPLEG is in use, seconds."""
+EVENTED_MAX_STREAM_RETRIES: int
+"""Failed CRI event streams before EventedPLEG falls back to relisting."""
+EVENTED_CACHE_UPDATE_PERIOD: float
+"""Seconds between EventedPLEG's global cache updates."""
+
+def _request_timeout(value: _DurationLike) -> float:
+    """The client sinks' ``request_timeout`` checked (more than 0, at most ``MAX_REQUEST_TIMEOUT``), in
+    seconds."""
+
+def _count_option(value: int, name: str) -> int:
+    """An option ``name`` that counts something, checked: at least 1."""
+
+def _seconds_option(value: _DurationLike, name: str, *, positive: bool) -> float:
+    """A duration option ``name`` in seconds, checked: at least 0, or more than 0 when ``positive``."""
 
 class _SupportsNow(Protocol):
     """Any clock: an object whose ``now()`` returns a datetime (naive = UTC) or epoch seconds."""
@@ -348,8 +436,10 @@ class Broadcaster:
 
     Use it as a context manager (``with`` or ``async with``) to shut it down on exit.
 
-    ``catch_up_wait`` (seconds, default 0.005) is how long a recorder call may wait, without the GIL, for fast
-    watchers whose queue it left more than half full; 0 never waits, and full queues drop as in client-go.
+    ``sleep_duration`` (seconds or a timedelta) is ``DEFAULT_SLEEP_DURATION`` when None. ``catch_up_wait``
+    (seconds or a timedelta, ``DEFAULT_CATCH_UP_WAIT`` when None) is how long a recorder call may wait, without
+    the GIL, for fast watchers whose queue it left more than half full; 0 never waits, and full queues drop as
+    in client-go.
 
     ``name`` labels its metrics (``kubevents.metrics``) and its log lines; by default ``Broadcaster-<n>``, n
     counting the unnamed broadcasters made in this process. A failing sink logs at most one line per
@@ -383,7 +473,7 @@ class Broadcaster:
         """A recorder whose events have source ``component`` (and ``host``)."""
     def start_recording_to_sink(self, sink: _Sink, *, workers: int = 1) -> Watcher:
         """Correlates every later event with a fresh correlator and writes it to ``sink`` with client-go's
-        retries; up to ``workers`` writes at once (at most 1024), the writes of one event in order."""
+        retries; up to ``workers`` writes at once (at most ``MAX_WORKERS``), the writes of one event in order."""
     def start_logging(self, logger: logging.Logger | Callable[[str], object] | None = None) -> Watcher:
         """Logs every later event as client-go's ``StartLogging`` does: at INFO on a ``logging.Logger``
         (default: the ``kubevents`` logger), or by calling ``logger(line)``."""
@@ -1025,6 +1115,9 @@ def replay_grid(
 ) -> list[_Metrics]:
     """Replays one trace under each entry of ``grid`` (dicts of ``simulate`` options) on ``workers`` native
     threads with the GIL released; the metrics of each replay, in grid order. ``kubevents.sweep`` builds on it."""
+
+def _check_grid(grid: Iterable[Mapping[str, float]]) -> None:
+    """Checks every entry of ``grid`` as ``replay_grid`` does, without replaying anything."""
 
 __all__ += ["_after_fork_in_child", "_close_gate"]
 

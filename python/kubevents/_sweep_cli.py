@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import kubevents
 from kubevents._cli import add_trace_options, trace_of
-from kubevents.lab import GRID_OPTIONS, METRICS
+from kubevents.lab import DEFAULT_WINDOW, GRID_OPTIONS, METRICS
 
 # The columns of the printed table; --csv writes every metric asked for.
 TABLE = ("writes", "write_reduction", "spam_skipped", "aggregated", "message_share", "reason_share", "unreported",
@@ -28,7 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", metavar="M1,M2,...", help="metrics to keep (default: all; see kubevents.lab)")
     p.add_argument("--csv", metavar="FILE", help="also write the rows to a CSV file")
     p.add_argument("--workers", type=int, help="native threads (default: one per core)")
-    p.add_argument("--window", type=float, default=60.0, help="window of the peak write rates, seconds (default 60)")
+    p.add_argument("--window", type=float, default=DEFAULT_WINDOW,
+                   help=f"window of the peak write rates, seconds (default {DEFAULT_WINDOW:g})")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 

@@ -18,8 +18,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kubevents._native import Broadcaster, EventsBroadcaster, EventsRecorder, Recorder
-from kubevents.sinks import DEFAULT_REQUEST_TIMEOUT, CoreV1Sink, EventsV1Sink, _request_timeout_arg
+from kubevents._native import Broadcaster, EventsBroadcaster, EventsRecorder, Recorder, _request_timeout
+from kubevents.sinks import DEFAULT_REQUEST_TIMEOUT, CoreV1Sink, EventsV1Sink
 
 _logger = logging.getLogger("kubevents")
 
@@ -64,7 +64,7 @@ class EventBroadcasterAdapter:
     def __init__(self, api_client: Any, *, clock: Any = None, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
         import kubernetes.client as k8s
 
-        self._request_timeout = _request_timeout_arg(request_timeout)
+        self._request_timeout = _request_timeout(request_timeout)
         self.events_v1: EventsBroadcaster | None = None
         self._events_v1_sink: EventsV1Sink | None = None
         try:

@@ -63,14 +63,8 @@ from kopf._cogs.clients import auth as _kopf_auth
 from kopf._cogs.clients import errors as _kopf_errors
 from kopf._core.engines import posting as _kopf_posting
 
-from kubevents._native import Broadcaster, Recorder
-from kubevents.sinks import (
-    DEFAULT_REQUEST_TIMEOUT,
-    STRATEGIC_MERGE_PATCH,
-    _namespace,
-    _path_key,
-    _request_timeout_arg,
-)
+from kubevents._native import DEFAULT_WORKERS, Broadcaster, Recorder, _request_timeout, _seconds_option
+from kubevents.sinks import DEFAULT_REQUEST_TIMEOUT, STRATEGIC_MERGE_PATCH, _namespace, _path_key
 
 if TYPE_CHECKING:
     from kubevents._native import _ClockLike, _DurationLike, _Event, _Sink, _Stats
@@ -87,9 +81,10 @@ _EVENT_TYPES = {"Normal": "Normal", "Debug": "Normal", "Warning": "Warning", "Er
 
 
 class BroadcasterOptions(TypedDict, total=False):
-    """The :class:`kubevents.Broadcaster` options that :func:`install` passes on: the correlator's (``burst``,
-    ``qps``, ``max_events``, ``max_interval``, ``lru_cache_size``, the key functions), the retries
-    (``max_tries``, ``sleep_duration``), the queues and the clock."""
+    """The :class:`kubevents.Broadcaster` options that :func:`install` passes on, all of them: the correlator's
+    (``burst``, ``qps``, ``max_events``, ``max_interval``, ``lru_cache_size``, the key functions), the retries
+    (``max_tries``, ``sleep_duration``), the queues, the clock and the ``name`` of its metrics. Left out, an
+    option keeps the broadcaster's default."""
 
     clock: _ClockLike | None
     sleep_duration: _DurationLike | None
@@ -105,6 +100,8 @@ class BroadcasterOptions(TypedDict, total=False):
     message_func: Callable[[_Event], str] | None
     spam_key_func: Callable[[_Event], str] | None
     catch_up_wait: _DurationLike | None
+    name: str | None
+    log_interval: _DurationLike | None
 
 
 class KopfSink:
@@ -115,10 +112,11 @@ class KopfSink:
     :class:`kubevents.sinks.AsyncCoreV1Sink`; an API error raises kopf's exception, whose HTTP ``status`` the
     broadcaster's retry rules read (a 401 first makes kopf log in again). Make it inside a kopf handler (it
     takes the operator's credentials from there) and record to it on kopf's event loop; :func:`install`
-    does both. ``request_timeout`` (seconds, default 30) bounds each request.
+    does both. ``request_timeout`` (seconds or a timedelta, default
+    :data:`kubevents.sinks.DEFAULT_REQUEST_TIMEOUT`) bounds each request.
     """
 
-    def __init__(self, *, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
+    def __init__(self, *, request_timeout: _DurationLike = DEFAULT_REQUEST_TIMEOUT) -> None:
         try:
             self._vault = _kopf_auth.vault_var.get()
         except LookupError:
@@ -126,7 +124,7 @@ class KopfSink:
                 "KopfSink uses a kopf operator's credentials: make it inside a kopf handler "
                 "(e.g. @kopf.on.startup())"
             ) from None
-        self._timeout = aiohttp.ClientTimeout(total=_request_timeout_arg(request_timeout))
+        self._timeout = aiohttp.ClientTimeout(total=_request_timeout(request_timeout))
 
     async def create(self, event: dict[str, Any]) -> dict[str, Any]:
         """POSTs the event to its namespace; returns the stored event."""
@@ -242,8 +240,8 @@ def install(
     component: str | None = None,
     host: str | None = None,
     sink: _Sink | None = None,
-    workers: int = 1,
-    flush_timeout: float = DEFAULT_FLUSH_TIMEOUT,
+    workers: int = DEFAULT_WORKERS,
+    flush_timeout: _DurationLike = DEFAULT_FLUSH_TIMEOUT,
     registry: kopf.OperatorRegistry | None = None,
     **options: Unpack[BroadcasterOptions],
 ) -> Broadcaster:
@@ -256,11 +254,12 @@ def install(
     :class:`BroadcasterOptions`). Events are written to ``sink`` (default :class:`KopfSink`: kopf's own API
     client and credentials) by ``workers`` concurrent writes, on kopf's event loop. When the operator stops,
     a cleanup handler (registered in ``registry``, default kopf's default registry, which is the one
-    ``kopf run`` uses) writes what is queued, for at most ``flush_timeout`` seconds.
+    ``kopf run`` uses) writes what is queued, for at most ``flush_timeout`` (seconds or a timedelta).
 
     Raises ``RuntimeError`` outside a startup handler of a running operator, or when kubevents is already
     installed for these settings; ``TypeError``/``ValueError`` for bad options.
     """
+    flush_seconds = _seconds_option(flush_timeout, "flush_timeout", positive=True)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -275,8 +274,6 @@ def install(
             "kubevents.kopf.install(settings) must be called from a @kopf.on.startup() handler of the running "
             "operator, with the settings that handler was given"
         )
-    if isinstance(flush_timeout, bool) or not isinstance(flush_timeout, (int, float)) or not flush_timeout > 0:
-        raise ValueError(f"flush_timeout: expected seconds > 0, got {flush_timeout!r}")
     global _kopf_enqueue
     with _lock:
         if _installation(settings) is not None and not _installations[id(settings)].closed:
@@ -291,7 +288,7 @@ def install(
         except BaseException:
             broadcaster.shutdown()  # nothing was recorded, and no sink is attached
             raise
-        _installations[id(settings)] = _Installation(settings, broadcaster, recorder, float(flush_timeout))
+        _installations[id(settings)] = _Installation(settings, broadcaster, recorder, flush_seconds)
         weakref.finalize(settings, _installations.pop, id(settings), None)
         registry = registry if registry is not None else kopf.get_default_registry()
         if registry not in _flushing_registries:

@@ -44,13 +44,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, Future, as_completed
 from typing import Any
 
-from kubevents._native import replay_grid
+from kubevents._native import DEFAULT_WINDOW, GRID_OPTIONS, _check_grid, _count_option, replay_grid
 from kubevents.traces import KubectlTrace, Workload
 
-__all__ = ["GRID_OPTIONS", "METRICS", "SweepResult", "combinations", "sweep"]
-
-GRID_OPTIONS = ("lru_cache_size", "burst", "qps", "max_events", "max_interval")
-"""The options a grid may vary, named as ``simulate`` names them; the others keep client-go's defaults."""
+__all__ = ["DEFAULT_WINDOW", "GRID_OPTIONS", "METRICS", "SweepResult", "combinations", "sweep"]
 
 METRICS = (
     "events",
@@ -113,11 +110,10 @@ class SweepResult(list[dict[str, Any]]):
 
 def combinations(grid: _Grid) -> list[dict[str, float]]:
     """Every combination of a grid ``{"burst": [10, 25], "qps": [0.01]}`` as a list of option dicts, the last
-    option varying fastest. A sequence of dicts is taken as the combinations themselves."""
+    option varying fastest. A sequence of dicts is taken as the combinations themselves. Each combination is
+    checked as ``replay_grid`` checks it: the options are ``GRID_OPTIONS``, the others keep client-go's
+    defaults."""
     if isinstance(grid, Mapping):
-        unknown = [k for k in grid if k not in GRID_OPTIONS]
-        if unknown:
-            raise ValueError(f"grid: unknown option {unknown[0]!r}; the grid takes {', '.join(GRID_OPTIONS)}")
         names = list(grid)
         values = []
         for name in names:
@@ -125,10 +121,13 @@ def combinations(grid: _Grid) -> list[dict[str, float]]:
             if isinstance(v, (str, bytes)) or not isinstance(v, Iterable):
                 raise TypeError(f"grid[{name!r}]: expected a list of values, got {type(v).__name__}")
             values.append(list(v))
-        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
-    if isinstance(grid, (str, bytes)) or not isinstance(grid, Sequence):
+        combos = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
+    elif isinstance(grid, (str, bytes)) or not isinstance(grid, Sequence):
         raise TypeError(f"grid: expected a dict of option lists or a list of option dicts, got {type(grid).__name__}")
-    return [dict(c) for c in grid]
+    else:
+        combos = [dict(c) for c in grid]
+    _check_grid(combos)
+    return combos
 
 
 def _progress_bar(total: int, enabled: bool) -> Any:
@@ -155,7 +154,7 @@ def sweep(
     workers: int | None = None,
     executor: Executor | None = None,
     progress: bool = True,
-    window: float = 60.0,
+    window: float = DEFAULT_WINDOW,
     chunksize: int | None = None,
 ) -> SweepResult:
     """Replays ``trace`` once per combination of ``grid`` and returns one row per combination.
@@ -181,10 +180,10 @@ def sweep(
         if m not in METRICS:
             raise ValueError(f"metrics: unknown metric {m!r}; choose from {', '.join(METRICS)}")
     combos = combinations(grid)
-    if workers is not None and workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    if chunksize is not None and chunksize < 1:
-        raise ValueError(f"chunksize must be >= 1, got {chunksize}")
+    if workers is not None:
+        workers = _count_option(workers, "workers")
+    if chunksize is not None:
+        chunksize = _count_option(chunksize, "chunksize")
     keys = list(dict.fromkeys(k for c in combos for k in c))
 
     def row(combo: Mapping[str, float], result: Mapping[str, Any]) -> dict[str, Any]:

@@ -66,7 +66,18 @@ Design notes and the differences from the kubelet: ``docs/pleg.md``.
 from collections.abc import Callable, Mapping
 from typing import Any
 
+# The kubelet's defaults, from the core: relist period and health threshold (seconds), event channel capacity,
+# inspections at once; while EventedPLEG is in use, the period and threshold (seconds), the stream's retries
+# before falling back, and the global cache tick (seconds).
 from kubevents._native import (
+    CHANNEL_CAPACITY,
+    EVENTED_CACHE_UPDATE_PERIOD,
+    EVENTED_MAX_STREAM_RETRIES,
+    EVENTED_RELIST_PERIOD,
+    EVENTED_RELIST_THRESHOLD,
+    INSPECT_CONCURRENCY,
+    RELIST_PERIOD,
+    RELIST_THRESHOLD,
     EventChannel,
     EventedPLEG,
     GenericPLEG,
@@ -84,15 +95,6 @@ CONTAINER_REMOVED = "ContainerRemoved"
 CONTAINER_CHANGED = "ContainerChanged"
 POD_SYNC = "PodSync"
 CONDITION_MET = "ConditionMet"
-
-#: The kubelet's defaults: relist period and health threshold (seconds), event channel capacity.
-RELIST_PERIOD = 1.0
-RELIST_THRESHOLD = 180.0
-CHANNEL_CAPACITY = 1000
-#: While EventedPLEG is in use (seconds), and its stream retries before falling back.
-EVENTED_RELIST_PERIOD = 300.0
-EVENTED_RELIST_THRESHOLD = 600.0
-EVENTED_MAX_STREAM_RETRIES = 5
 
 
 def running_container_watch_condition(
@@ -123,9 +125,11 @@ __all__ = [
     "CONTAINER_DIED",
     "CONTAINER_REMOVED",
     "CONTAINER_STARTED",
+    "EVENTED_CACHE_UPDATE_PERIOD",
     "EVENTED_MAX_STREAM_RETRIES",
     "EVENTED_RELIST_PERIOD",
     "EVENTED_RELIST_THRESHOLD",
+    "INSPECT_CONCURRENCY",
     "POD_SYNC",
     "RELIST_PERIOD",
     "RELIST_THRESHOLD",

@@ -15,9 +15,10 @@ errors, timeouts) is retried. A method may return None to mean "written as sent"
 * :class:`MemorySink` keeps what the API server would hold (of either API), for tests and notebooks.
 
 Neither client is imported by this module: the sinks use the API object they are given. Neither client has a
-request timeout of its own, so the client sinks pass one on every call: ``request_timeout`` seconds,
-:data:`DEFAULT_REQUEST_TIMEOUT` (30 s) unless given. A request that times out raises the client's timeout error
-(urllib3's ``ReadTimeoutError``, or ``TimeoutError`` from aiohttp), which the broadcaster retries.
+request timeout of its own, so the client sinks pass one on every call: ``request_timeout`` (seconds or a
+timedelta, more than 0 and at most :data:`MAX_REQUEST_TIMEOUT`), :data:`DEFAULT_REQUEST_TIMEOUT` unless given.
+A request that times out raises the client's timeout error (urllib3's ``ReadTimeoutError``, or ``TimeoutError``
+from aiohttp), which the broadcaster retries.
 
 A namespace, or a name that goes into the URL (a patch's), of ``"."`` or ``".."`` or containing ``"/"`` or
 ``"%"`` raises ``ValueError``, so the event is abandoned: the clients would send it to another path, and client-go's
@@ -31,19 +32,19 @@ import itertools
 import json
 import threading
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 from kubevents import _apistatus
+from kubevents._native import DEFAULT_REQUEST_TIMEOUT, MAX_REQUEST_TIMEOUT, _request_timeout
 
-__all__ = ["DEFAULT_REQUEST_TIMEOUT", "STRATEGIC_MERGE_PATCH", "ApiError", "AsyncCoreV1Sink", "AsyncEventsV1Sink",
-           "CoreV1Sink", "EventsV1Sink", "MemorySink"]
+__all__ = ["DEFAULT_REQUEST_TIMEOUT", "MAX_REQUEST_TIMEOUT", "STRATEGIC_MERGE_PATCH", "ApiError", "AsyncCoreV1Sink",
+           "AsyncEventsV1Sink", "CoreV1Sink", "EventsV1Sink", "MemorySink"]
 
 #: The content type of the patches the broadcaster sends (client-go's ``types.StrategicMergePatchType``).
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
-#: Seconds the client sinks give each request to complete (the official clients wait forever by default).
-DEFAULT_REQUEST_TIMEOUT = 30.0
-_MAX_REQUEST_TIMEOUT = 1e9
+# ``request_timeout`` checked by the core, in seconds: for every sink that takes one.
 
 
 class ApiError(Exception):
@@ -61,17 +62,6 @@ class ApiError(Exception):
     @classmethod
     def _from_status(cls, body: dict[str, Any]) -> ApiError:
         return cls(body["code"], body["reason"], body["message"], body.get("details"))
-
-
-def _request_timeout_arg(value: object) -> float:
-    """``request_timeout`` checked: seconds > 0, as a float (what the clients take)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"request_timeout: expected a number of seconds > 0, got {type(value).__name__}")
-    # A socket timeout holds at most about 292 years; beyond that every request would raise OverflowError.
-    if not 0 < value <= _MAX_REQUEST_TIMEOUT:
-        got = repr(value) if isinstance(value, float) or abs(value) < 10**18 else "a larger int"
-        raise ValueError(f"request_timeout: expected seconds > 0 and at most {_MAX_REQUEST_TIMEOUT:.0e}, got {got}")
-    return float(value)
 
 
 def _path_segment_errors(value: str) -> list[str]:
@@ -215,9 +205,9 @@ class _CoreV1Client:
     """What both core/v1 sinks keep of the client: the API object, the request timeout, and its answers as
     dicts."""
 
-    def __init__(self, core_v1_api: Any, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
+    def __init__(self, core_v1_api: Any, request_timeout: float | timedelta = DEFAULT_REQUEST_TIMEOUT) -> None:
         self.api = core_v1_api
-        self.request_timeout = _request_timeout_arg(request_timeout)
+        self.request_timeout = _request_timeout(request_timeout)
 
     def _as_dict(self, obj: Any) -> dict[str, Any]:
         out = self.api.api_client.sanitize_for_serialization(obj)
@@ -234,8 +224,8 @@ class CoreV1Sink(_CoreV1Client):
     ``EventSinkImpl``; returns the server's event as a dict. Unlike client-go's REST client, the Python
     client does not retry 429 and 5xx answers itself; the broadcaster does (see the module docs).
 
-    ``request_timeout`` (seconds, default :data:`DEFAULT_REQUEST_TIMEOUT`, 30) bounds each request; a request
-    that times out is retried by the broadcaster.
+    ``request_timeout`` (seconds or a timedelta, default :data:`DEFAULT_REQUEST_TIMEOUT`) bounds each
+    request; a request that times out is retried by the broadcaster.
     """
 
     def create(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -257,7 +247,8 @@ class AsyncCoreV1Sink(_CoreV1Client):
     """:class:`CoreV1Sink` for ``kubernetes_asyncio``: ``AsyncCoreV1Sink(kubernetes_asyncio.client.CoreV1Api())``.
 
     Start recording to it from a coroutine: its calls run on that coroutine's event loop. ``request_timeout``
-    (seconds, default :data:`DEFAULT_REQUEST_TIMEOUT`, 30) bounds each request, as for :class:`CoreV1Sink`.
+    (seconds or a timedelta, default :data:`DEFAULT_REQUEST_TIMEOUT`) bounds each request, as for
+    :class:`CoreV1Sink`.
     """
 
     async def create(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -313,13 +304,13 @@ class EventsV1Sink:
     client's ``param_serialize``/``call_api``: their ``create_namespaced_event`` re-serializes ``eventTime``
     without microseconds when they are zero, which the API server's MicroTime parser rejects.
 
-    ``request_timeout`` (seconds, default ``kubevents.sinks.DEFAULT_REQUEST_TIMEOUT``, 30) bounds each request
-    (the client has no timeout of its own); a request that times out is retried by the broadcaster.
+    ``request_timeout`` (seconds or a timedelta, default :data:`DEFAULT_REQUEST_TIMEOUT`) bounds each request (the
+    client has no timeout of its own); a request that times out is retried by the broadcaster.
     """
 
-    def __init__(self, events_v1_api: Any, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
+    def __init__(self, events_v1_api: Any, request_timeout: float | timedelta = DEFAULT_REQUEST_TIMEOUT) -> None:
         self.api = events_v1_api
-        self.request_timeout = _request_timeout_arg(request_timeout)
+        self.request_timeout = _request_timeout(request_timeout)
 
     def _raw(self, method: str, path: str, path_params: dict[str, str], body: Any, content_type: str) -> Any:
         c = self.api.api_client
@@ -366,9 +357,9 @@ class AsyncEventsV1Sink:
     ``request_timeout`` and the checks of the namespace and name are those of ``EventsV1Sink``.
     """
 
-    def __init__(self, events_v1_api: Any, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
+    def __init__(self, events_v1_api: Any, request_timeout: float | timedelta = DEFAULT_REQUEST_TIMEOUT) -> None:
         self.api = events_v1_api
-        self.request_timeout = _request_timeout_arg(request_timeout)
+        self.request_timeout = _request_timeout(request_timeout)
 
     async def create(self, event: dict[str, Any]) -> Any:
         """POSTs the event to its namespace; returns the stored event."""

@@ -2,7 +2,7 @@ use std::sync::atomic::AtomicU32;
 
 use super::*;
 use crate::clock::FakeClock;
-use crate::sink::WriteError;
+use crate::sink::{WriteError, DEFAULT_MAX_TRIES, DEFAULT_SLEEP_NANOS};
 
 const START: Time = Time(1_704_067_200_000_000_000);
 
@@ -354,10 +354,11 @@ fn stats_serialize_as_python_lists_them() {
 
 #[test]
 fn options_are_checked_with_their_names() {
-    assert_eq!(workers_option(1).unwrap(), 1);
-    assert_eq!(workers_option(MAX_WORKERS as i64).unwrap(), MAX_WORKERS);
-    assert_eq!(workers_option(1025).unwrap_err().to_string(), "workers must be <= 1024, got 1025");
-    assert_eq!(workers_option(0).unwrap_err().to_string(), "workers must be >= 1, got 0");
+    assert_eq!(delivery_workers_option(1).unwrap(), 1);
+    assert_eq!(delivery_workers_option(MAX_WORKERS as i64).unwrap(), MAX_WORKERS);
+    assert_eq!(delivery_workers_option(1025).unwrap_err().to_string(), "workers must be <= 1024, got 1025");
+    assert_eq!(delivery_workers_option(0).unwrap_err().to_string(), "workers must be >= 1, got 0");
+    assert!(matches!(full_channel_option(DEFAULT_FULL_CHANNEL), Ok(FullChannel::Drop)));
     assert!(matches!(full_channel_option("wait"), Ok(FullChannel::Wait)));
     assert!(matches!(full_channel_option("drop"), Ok(FullChannel::Drop)));
     assert_eq!(
@@ -399,4 +400,201 @@ fn exit_flush_shuts_down_and_answers_what_is_pending() {
     let b = EventBroadcaster::new(options(Arc::new(FakeClock::new(START))), Arc::new(Quiet)).unwrap();
     assert_eq!(b.exit_flush(Duration::from_secs(10)), 0);
     assert!(b.wait_shut_down(Some(Duration::ZERO)));
+}
+
+// Ports of client-go's tests of `recordToSink` (tools/record/event_test.go), run through the writer that
+// `start_recording_to_sink` starts: alone, and as delivery workers.
+
+/// How long a test waits for the broadcaster's threads before it fails (real time; the writes run on the fake
+/// clock).
+const WAIT: Duration = Duration::from_secs(30);
+
+/// client-go's `testEventSink` for the write tests: a create fails with `create_error` while fewer creates than
+/// `fail_while_below` have been tried, this one included (Go's `attempts < timesToSendError`); a patch fails
+/// with `patch_error` if there is one. A create answers with resourceVersion "updated-resource-version". Every
+/// call is kept, with the event it was given.
+#[derive(Default)]
+struct Scripted {
+    create_error: Option<WriteError>,
+    fail_while_below: u32,
+    patch_error: Option<WriteError>,
+    calls: Mutex<Vec<(Written, Event)>>,
+}
+
+impl Scripted {
+    fn calls(&self, verb: Written) -> Vec<Event> {
+        lock(&self.calls).iter().filter(|(v, _)| *v == verb).map(|(_, e)| e.clone()).collect()
+    }
+}
+
+impl EventSink for Scripted {
+    fn create(&self, e: &Event) -> std::result::Result<Event, WriteError> {
+        let mut calls = lock(&self.calls);
+        calls.push((Written::Created, e.clone()));
+        let attempts = calls.iter().filter(|(v, _)| *v == Written::Created).count() as u32;
+        match &self.create_error {
+            Some(err) if attempts < self.fail_while_below => Err(err.clone()),
+            _ => {
+                let mut answer = e.clone();
+                answer.metadata.resource_version = "updated-resource-version".into();
+                Ok(answer)
+            }
+        }
+    }
+    fn patch(&self, e: &Event, _: &[u8]) -> std::result::Result<Event, WriteError> {
+        lock(&self.calls).push((Written::Patched, e.clone()));
+        self.patch_error.clone().map_or_else(|| Ok(e.clone()), Err)
+    }
+}
+
+/// A broadcaster on a fake clock with client-go's retry policy (12 tries, 10 s apart), writing to `sink` with
+/// `workers` delivery workers.
+fn recording_to(sink: Arc<dyn EventSink>, workers: usize) -> (Arc<FakeClock>, EventBroadcaster) {
+    let clock = Arc::new(FakeClock::new(START));
+    let mut o = options(clock.clone());
+    o.retry = RetryPolicy::default();
+    let b = EventBroadcaster::new(o, Arc::new(Quiet)).unwrap();
+    b.start_recording_to_sink(sink, workers, KeyFuncs::default()).unwrap();
+    (clock, b)
+}
+
+/// Lets the writers run until all they have left is to sleep, then `sleeps` times steps the clock by a retry's
+/// sleep (the first one, randomised, is shorter) and lets them run again.
+fn retry_on_the_clock(b: &EventBroadcaster, clock: &FakeClock, sleeps: u32) {
+    assert!(b.wait_idle(Some(WAIT)));
+    for _ in 0..sleeps {
+        clock.step(DEFAULT_SLEEP_NANOS);
+        assert!(b.wait_idle(Some(WAIT)));
+    }
+}
+
+// client-go's TestWriteEventError. client-go gives up on every `StatusError` (its REST client retried 429
+// and 5xx already); the sinks here retry 429 and 5xx themselves (`verdict_for_status`).
+#[test]
+fn write_event_error() {
+    let cases = [
+        ("giveUp1: the request cannot be made", WriteError::give_up("request construction"), 1000, 1),
+        ("giveUp2: the server rejected it", WriteError::status(409, "already exists"), 1000, 1),
+        ("giveUp2: a bad request", WriteError::status(400, "bad request"), 1000, 1),
+        ("retry1: an unexpected object", WriteError::retry("unexpected object"), 1000, 12),
+        ("retry2: a weird error", WriteError::retry("a weird error"), 1000, 12),
+        ("retry: the server is unavailable", WriteError::status(503, "unavailable"), 1000, 12),
+        ("retry: too many requests", WriteError::status(429, "slow down"), 1000, 12),
+        ("succeedEventually", WriteError::retry("a weird error"), 2, 2),
+    ];
+    for workers in [1, 3] {
+        for (name, error, times_to_send_error, attempts_wanted) in cases.clone() {
+            let sink = Arc::new(Scripted {
+                create_error: Some(error),
+                fail_while_below: times_to_send_error,
+                ..Default::default()
+            });
+            let (clock, b) = recording_to(sink.clone(), workers);
+            b.record(occurrence(reference("bar", ""), "Started", clock.get())).unwrap();
+            retry_on_the_clock(&b, &clock, DEFAULT_MAX_TRIES + 2);
+            let what = format!("{name}, {workers} workers");
+            assert_eq!(sink.calls(Written::Created).len() as u32, attempts_wanted, "{what}");
+            // Go's sink answers the `times_to_send_error`-th create.
+            let written = attempts_wanted >= times_to_send_error;
+            let (tries, created) = (u64::from(attempts_wanted), u64::from(written));
+            let s = b.stats();
+            assert_eq!((s.created, s.create_errors), (created, tries - created), "{what}");
+            // A retry after every try but the last: the one that succeeded, or the one it gave up after.
+            assert_eq!((s.retries, s.abandoned), (tries - 1, 1 - created), "{what}");
+            assert_eq!((s.patched, s.patch_errors, s.pending), (0, 0, 0), "{what}");
+            assert!(b.shutdown(Some(WAIT)));
+        }
+    }
+}
+
+/// Records one event twice, a second apart, through `workers` delivery workers to a sink whose patches fail with
+/// `patch_error`; returns the sink and the broadcaster once idle.
+fn a_repeat_to(patch_error: WriteError, workers: usize) -> (Arc<Scripted>, EventBroadcaster) {
+    let sink = Arc::new(Scripted { patch_error: Some(patch_error), ..Default::default() });
+    let (clock, b) = recording_to(sink.clone(), workers);
+    for _ in 0..2 {
+        clock.step(1_000_000_000);
+        b.record(occurrence(reference("bar", ""), "Started", clock.get())).unwrap();
+        assert!(b.wait_idle(Some(WAIT)));
+    }
+    (sink, b)
+}
+
+// client-go's TestUpdateExpiredEvent: the patch of a repeat finds no event (404), and the event is created
+// again with its resourceVersion cleared.
+#[test]
+fn update_expired_event() {
+    for workers in [1, 3] {
+        let (sink, b) = a_repeat_to(WriteError::status(404, "not found"), workers);
+        // The repeat is patched with the resourceVersion of the server's answer, then created without it.
+        let [patch] = &sink.calls(Written::Patched)[..] else { panic!("one patch, {workers} workers") };
+        assert_eq!((patch.count, patch.metadata.resource_version.as_str()), (2, "updated-resource-version"));
+        let created = sink.calls(Written::Created);
+        assert_eq!(created.len(), 2, "{workers} workers");
+        assert_eq!((created[1].count, created[1].metadata.resource_version.as_str()), (2, ""));
+        assert_eq!(created[1].metadata.name, patch.metadata.name);
+        let s = b.stats();
+        assert_eq!((s.created, s.patched, s.patch_errors, s.create_errors), (2, 0, 1, 0));
+        assert_eq!((s.retries, s.abandoned, s.deduplicated), (0, 0, 1));
+        assert!(b.shutdown(Some(WAIT)));
+    }
+}
+
+#[test]
+fn a_patch_error_other_than_404_is_not_a_create() {
+    for workers in [1, 3] {
+        let (sink, b) = a_repeat_to(WriteError::status(422, "invalid"), workers);
+        assert_eq!((sink.calls(Written::Created).len(), sink.calls(Written::Patched).len()), (1, 1));
+        let s = b.stats();
+        assert_eq!((s.created, s.patch_errors, s.retries, s.abandoned), (1, 1, 0, 1));
+        assert!(b.shutdown(Some(WAIT)));
+    }
+}
+
+/// Holds the create of reason "Blocker" until opened; fails every create of reason "Target" (with client-go's
+/// `UnexpectedObjectError`, which is retried), counting them.
+#[derive(Default)]
+struct BlockThenFail {
+    open: Mutex<bool>,
+    opened: std::sync::Condvar,
+    target_creates: AtomicU32,
+}
+
+impl EventSink for BlockThenFail {
+    fn create(&self, e: &Event) -> std::result::Result<Event, WriteError> {
+        if e.reason == "Target" {
+            self.target_creates.fetch_add(1, Ordering::SeqCst);
+            return Err(WriteError::retry("unexpected object"));
+        }
+        let mut open = lock(&self.open);
+        while !*open {
+            open = self.opened.wait(open).unwrap();
+        }
+        Ok(e.clone())
+    }
+    fn patch(&self, e: &Event, _: &[u8]) -> std::result::Result<Event, WriteError> {
+        Ok(e.clone())
+    }
+}
+
+// client-go's TestCancelEvent: an event whose first try comes after shutdown gets that one try, then is
+// abandoned without a sleep.
+#[test]
+fn cancel_event() {
+    for workers in [1, 3] {
+        let sink = Arc::new(BlockThenFail::default());
+        let (clock, b) = recording_to(sink.clone(), workers);
+        // Two events of one object at one instant share their name, so the target's write waits behind the
+        // blocker's with one writer and with several.
+        let at = clock.get();
+        b.record(occurrence(reference("bar", ""), "Blocker", at)).unwrap();
+        b.record(occurrence(reference("bar", ""), "Target", at)).unwrap();
+        b.begin_shutdown();
+        *lock(&sink.open) = true;
+        sink.opened.notify_all();
+        assert!(b.wait_shut_down(Some(WAIT)));
+        assert_eq!(sink.target_creates.load(Ordering::SeqCst), 1, "{workers} workers");
+        let s = b.stats();
+        assert_eq!((s.created, s.create_errors, s.retries, s.abandoned, s.pending), (1, 1, 0, 1, 0));
+    }
 }

@@ -36,6 +36,8 @@ pub const DEFAULT_QPS: f32 = 1.0 / 300.0;
 pub const DEFAULT_MAX_EVENTS: usize = 10;
 /// `defaultAggregateIntervalInSeconds`.
 pub const DEFAULT_MAX_INTERVAL_SECONDS: i64 = 600;
+/// The options as callers outside Rust name them (`simulate`'s keywords, the keys of a sweep's grid).
+pub const OPTION_NAMES: [&str; 5] = ["lru_cache_size", "burst", "qps", "max_events", "max_interval"];
 
 /// `CorrelatorOptions` without the clock and the key functions. As in client-go's `populateDefaults`, a
 /// zero selects the default.

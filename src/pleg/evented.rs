@@ -14,7 +14,7 @@ use crate::clock::StopSignal;
 use crate::error::Error;
 use crate::metrics::{Histogram, HistogramSnapshot};
 use crate::sync::lock;
-use crate::time::{Time, NANOS_PER_SECOND};
+use crate::time::{check_duration, Time, NANOS_PER_SECOND};
 
 /// `eventedPlegRelistPeriod`, `eventedPlegRelistThreshold`, `eventedPlegMaxStreamRetries`,
 /// `globalCacheUpdatePeriod` (2 s in this era).
@@ -142,9 +142,9 @@ impl<R: Runtime> EventedPleg<R> {
                     .into(),
             ));
         }
-        if options.cache_update_period <= 0 {
-            return Err(Error::Option("cache_update_period must be > 0".into()));
-        }
+        options.relist.checked("relist")?;
+        options.fallback.checked("fallback_relist")?;
+        check_duration(options.cache_update_period, "cache_update_period", true)?;
         generic.set_evented_gate(true);
         generic.update(options.relist);
         Ok(EventedPleg {

@@ -20,15 +20,17 @@ use super::go_duration;
 use super::pod::{ContainerState, Pod, PodLifecycleEvent, PodLifecycleEventType, StatusView};
 use super::records::{PodRecord, PodRecords};
 use crate::clock::{Clock, StopSignal};
-use crate::error::Error;
+use crate::error::{count_option, Error};
 use crate::metrics::{Histogram, HistogramSnapshot};
 use crate::sync::lock;
-use crate::time::{Time, NANOS_PER_SECOND};
+use crate::time::{check_duration, Time, NANOS_PER_SECOND};
 
 /// The kubelet's defaults (`genericPlegRelistPeriod`, `genericPlegRelistThreshold`, `plegChannelCapacity`).
 pub const RELIST_PERIOD: i64 = NANOS_PER_SECOND;
 pub const RELIST_THRESHOLD: i64 = 180 * NANOS_PER_SECOND;
 pub const CHANNEL_CAPACITY: usize = 1000;
+/// Inspections of one relist at once: the kubelet's serial loop.
+pub const INSPECT_CONCURRENCY: usize = 1;
 /// The capacity of Era C's `relistRequests` channel.
 pub const RELIST_QUEUE_CAPACITY: usize = 200;
 
@@ -44,6 +46,13 @@ impl RelistDuration {
     pub fn seconds(self) -> (f64, f64) {
         let s = |ns: i64| ns as f64 / NANOS_PER_SECOND as f64;
         (s(self.period), s(self.threshold))
+    }
+
+    /// Checks a period (> 0) and a threshold (>= 0); errors name them `<name>_period` and `<name>_threshold`.
+    pub fn checked(self, name: &str) -> Result<Self, Error> {
+        check_duration(self.period, &format!("{name}_period"), true)?;
+        check_duration(self.threshold, &format!("{name}_threshold"), false)?;
+        Ok(self)
     }
 }
 
@@ -152,7 +161,7 @@ impl Default for PlegOptions {
     fn default() -> Self {
         PlegOptions {
             duration: RelistDuration { period: RELIST_PERIOD, threshold: RELIST_THRESHOLD },
-            inspect_concurrency: 1,
+            inspect_concurrency: INSPECT_CONCURRENCY,
             inspect_timeout: None,
             pod_sync_on_reinspect: false,
             on_demand_relist: false,
@@ -475,15 +484,8 @@ impl<R: Runtime> GenericPleg<R> {
         channel: Arc<EventChannel>,
         options: PlegOptions,
     ) -> Result<Self, Error> {
-        if options.duration.period <= 0 {
-            return Err(Error::Option(format!("relist_period must be > 0, got {} ns", options.duration.period)));
-        }
-        if options.duration.threshold < 0 {
-            return Err(Error::Option("relist_threshold must be >= 0".into()));
-        }
-        if options.inspect_concurrency == 0 {
-            return Err(Error::Option("inspect_concurrency must be >= 1".into()));
-        }
+        options.duration.checked("relist")?;
+        count_option("inspect_concurrency", i64::try_from(options.inspect_concurrency).unwrap_or(i64::MAX))?;
         if options.on_demand_relist && !options.pod_sync_on_reinspect {
             // The per-pod relist reconciles a pod the Era C way; no kubelet mixes it with Era B's.
             return Err(Error::Option("on_demand_relist needs pod_sync_on_reinspect (both are Era C)".into()));

@@ -27,18 +27,6 @@ pub use evented::{CriEvent, CriEventType, EventedOptions, EventedPleg};
 pub use generic::{GenericPleg, PlegOptions, RelistDuration, Runtime};
 pub use pod::{Container, ContainerState, Pod, PodLifecycleEvent, PodLifecycleEventType, StatusView};
 
-/// A count option given as a signed integer (a capacity, a concurrency, a retry limit), checked to lie in
-/// `min..=max`; errors name the option.
-pub fn count_option(v: i64, what: &str, min: i64, max: i64) -> Result<i64, crate::error::Error> {
-    if v < min {
-        return Err(crate::error::Error::Option(format!("{what} must be >= {min}, got {v}")));
-    }
-    if v > max {
-        return Err(crate::error::Error::Option(format!("{what} must be <= {max}, got {v}")));
-    }
-    Ok(v)
-}
-
 /// Formats nanoseconds as Go's `time.Duration.String()` does (`3m0s`, `1.5s`, `250ms`), for the
 /// health messages, which quote it.
 pub fn go_duration(nanos: i64) -> String {

@@ -693,15 +693,6 @@ fn a_pod_serializes_as_the_runtime_pod_dict() {
 }
 
 #[test]
-fn count_options_are_checked() {
-    assert_eq!(super::count_option(3, "capacity", 1, i64::MAX).unwrap(), 3);
-    let err = |v, min, max| super::count_option(v, "n", min, max).unwrap_err().to_string();
-    assert_eq!(err(0, 1, 9), "n must be >= 1, got 0");
-    assert_eq!(err(-1, 0, 9), "n must be >= 0, got -1");
-    assert_eq!(err(10, 0, 9), "n must be <= 9, got 10");
-}
-
-#[test]
 fn loop_steps_are_named() {
     let names = [LoopStep::Relisted, LoopStep::PodRelisted, LoopStep::Skipped, LoopStep::Idle].map(LoopStep::name);
     assert_eq!(names, [Some("relist"), Some("relist_pod"), Some("skipped"), None]);

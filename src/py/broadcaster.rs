@@ -10,7 +10,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::clock::{clock_arg, seconds_arg, to_time};
+use super::clock::{clock_arg, seconds_arg, to_duration, to_time};
 use super::convert::event_to_py;
 use super::correlator::{key_funcs_from_py, CorrelatorArgs};
 use super::errors::{int_opt, str_opt};
@@ -20,15 +20,24 @@ use super::pipeline::{aclose, aenter, log_interval_arg, PyReporter, PyWatcher, W
 use super::reference::reference_of;
 use super::sink::{Guard, PySink};
 use crate::broadcaster::{
-    full_channel_option, log_line, structured_line, workers_option, EventBroadcaster, Occurrence, Options,
-    DEFAULT_CATCH_UP_WAIT,
+    delivery_workers_option, full_channel_option, log_line, structured_line, EventBroadcaster, Occurrence, Options,
+    DEFAULT_CATCH_UP_WAIT, DEFAULT_FULL_CHANNEL, DEFAULT_QUEUE_LENGTH, DEFAULT_WORKERS,
 };
 use crate::error::count_option;
 use crate::event::{Event, EventSource, EventType, ObjectReference};
 use crate::metrics::Registration;
 use crate::pipeline::PipelineOptions;
 use crate::recorder::{Recorder, RecorderHub};
-use crate::sink::RetryPolicy;
+use crate::sink::{RetryPolicy, DEFAULT_MAX_TRIES, DEFAULT_SLEEP_NANOS};
+
+// The keyword defaults are spelt out for Python to show them (pyo3 shows `...` for any other expression);
+// they must be the core's. `kubevents._native` exports the core's for Python code to read.
+const _: () = assert!(
+    DEFAULT_MAX_TRIES == 12
+        && DEFAULT_QUEUE_LENGTH == 1000
+        && DEFAULT_WORKERS == 1
+        && matches!(DEFAULT_FULL_CHANNEL.as_bytes(), b"drop")
+);
 
 /// The Python side of a broadcaster, shared with its recorders and watcher threads.
 struct BroadcasterBinding {
@@ -111,8 +120,8 @@ impl PyBroadcaster {
     ) -> PyResult<Self> {
         let correlator = CorrelatorArgs { lru_cache_size, burst, qps, max_events, max_interval }.options()?;
         let sleep_nanos = match sleep_duration {
-            None => crate::sink::DEFAULT_SLEEP_NANOS,
-            Some(d) => seconds_arg(d, "sleep_duration", false)?,
+            None => DEFAULT_SLEEP_NANOS,
+            Some(d) => to_duration(d, "sleep_duration")?,
         };
         let catch_up_wait = match catch_up_wait {
             None => DEFAULT_CATCH_UP_WAIT,
@@ -178,7 +187,7 @@ impl PyBroadcaster {
         let py = slf.py();
         let s = &slf.get().shared;
         s.check()?;
-        let workers = workers_option(workers)?;
+        let workers = delivery_workers_option(workers)?;
         let sink = Arc::new(PySink::new(sink, s.turns().clone(), s.guard().failures.clone())?);
         let funcs = s.key_funcs(py)?;
         let w = lifecycle::detach(py, || s.core().start_recording_to_sink(sink.clone(), workers, funcs))?;

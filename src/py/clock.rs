@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDateAccess, PyInt, PyTimeAccess};
+use pyo3::types::{PyBool, PyDateAccess, PyInt, PyTimeAccess};
 use pyo3::types::{PyDateTime, PyDelta, PyDeltaAccess, PyTzInfo, PyTzInfoAccess};
 
 use super::convert::expected;
@@ -57,10 +57,13 @@ fn delta_nanos(d: &Bound<'_, PyDelta>) -> i64 {
         + i64::from(d.get_microseconds()) * 1000
 }
 
-/// A duration in seconds (int, float) or a timedelta, as nanoseconds.
+/// A duration in seconds (int, float) or a timedelta, as nanoseconds. A bool is no duration.
 pub fn to_duration(v: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
     if let Ok(d) = v.cast::<PyDelta>() {
         return Ok(delta_nanos(d));
+    }
+    if v.is_instance_of::<PyBool>() {
+        return Err(expected(what, "seconds or a timedelta", v));
     }
     if let Ok(secs) = v.extract::<f64>() {
         return nanos_from_secs_f64(secs)
@@ -194,10 +197,11 @@ pub fn seconds_arg(v: &Bound<'_, PyAny>, what: &str, min_exclusive: bool) -> PyR
     Ok(check_duration(to_duration(v, what)?, what, min_exclusive)?)
 }
 
-/// An optional duration argument (see `seconds_arg`) written into `slot` when given.
-pub fn seconds_into(v: Option<&Bound<'_, PyAny>>, what: &str, min_exclusive: bool, slot: &mut i64) -> PyResult<()> {
+/// An optional duration argument (seconds or a timedelta) written into `slot`, in nanoseconds, when given;
+/// the core checks it.
+pub fn duration_into(v: Option<&Bound<'_, PyAny>>, what: &str, slot: &mut i64) -> PyResult<()> {
     if let Some(v) = v {
-        *slot = seconds_arg(v, what, min_exclusive)?;
+        *slot = to_duration(v, what)?;
     }
     Ok(())
 }

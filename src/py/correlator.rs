@@ -12,7 +12,7 @@ use super::errors::{external, int_arg, int_opt};
 use super::lifecycle;
 use crate::correlator::{
     Correlation, CorrelatorOptions, EventCorrelator, KeyFuncs, SharedCorrelator, DEFAULT_BURST, DEFAULT_LRU_CACHE_SIZE,
-    DEFAULT_MAX_EVENTS, DEFAULT_MAX_INTERVAL_SECONDS, DEFAULT_QPS,
+    DEFAULT_MAX_EVENTS, DEFAULT_MAX_INTERVAL_SECONDS, DEFAULT_QPS, OPTION_NAMES,
 };
 use crate::error::Error;
 use crate::event::{make_event as core_make_event, EventInput, UuidSource};
@@ -48,9 +48,6 @@ impl CorrelatorArgs {
         max_interval: DEFAULT_MAX_INTERVAL_SECONDS,
     };
 
-    /// The names a grid entry may use, as the keywords.
-    pub const NAMES: [&'static str; 5] = ["lru_cache_size", "burst", "qps", "max_events", "max_interval"];
-
     /// Checked options with zeros replaced by the defaults; errors name the option.
     pub fn options(&self) -> PyResult<CorrelatorOptions> {
         let CorrelatorArgs { lru_cache_size, burst, qps, max_events, max_interval } = *self;
@@ -83,7 +80,7 @@ impl CorrelatorArgs {
                 other => {
                     return Err(PyValueError::new_err(format!(
                         "grid[{i}]: unknown option {other:?}; the grid takes {}",
-                        Self::NAMES.join(", ")
+                        OPTION_NAMES.join(", ")
                     )))
                 }
             }

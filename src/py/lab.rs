@@ -10,7 +10,7 @@ use super::errors::int_arg;
 use super::lifecycle;
 use super::sim::{window_from_py, Trace};
 use crate::correlator::CorrelatorOptions;
-use crate::sim::sweep::{sweep, workers_option, SharedTrace, SweepProgress};
+use crate::sim::sweep::{sweep, sweep_workers_option, SharedTrace, SweepProgress};
 use crate::sim::Summary;
 
 /// The sweep on native threads with the GIL released; `on_result` and signal checks on the calling thread.
@@ -34,6 +34,21 @@ fn run_sweep<T: SharedTrace + ?Sized>(
     })
 }
 
+/// The options of each entry of `grid`, checked.
+fn grid_options(grid: &Bound<'_, PyAny>) -> PyResult<Vec<CorrelatorOptions>> {
+    let entries = grid
+        .try_iter()
+        .map_err(|_| PyTypeError::new_err(format!("grid: expected a list of dicts, got {}", type_name(grid))))?;
+    entries.enumerate().map(|(i, entry)| CorrelatorArgs::from_grid(&entry?, i)).collect()
+}
+
+/// Checks every entry of `grid` as `replay_grid` does, without replaying anything (for a sweep whose replays
+/// run elsewhere).
+#[pyfunction]
+pub fn _check_grid(grid: &Bound<'_, PyAny>) -> PyResult<()> {
+    grid_options(grid).map(drop)
+}
+
 /// Replays one trace under each entry of `grid` (dicts of `simulate` options; missing ones take client-go's
 /// defaults) on `workers` native threads with the GIL released, and returns the metrics of each replay in
 /// grid order. `on_result(index, metrics)` is called on the calling thread as each replay finishes.
@@ -48,14 +63,9 @@ pub fn replay_grid<'py>(
     on_result: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let window_ns = window_from_py(window)?;
-    let entries = grid
-        .try_iter()
-        .map_err(|_| PyTypeError::new_err(format!("grid: expected a list of dicts, got {}", type_name(grid))))?;
-    let mut options = Vec::new();
-    for (i, entry) in entries.enumerate() {
-        options.push(CorrelatorArgs::from_grid(&entry?, i)?);
-    }
-    let workers = workers_option(workers.filter(|w| !w.is_none()).map(|w| int_arg::<i64>(w, "workers")).transpose()?)?;
+    let options = grid_options(grid)?;
+    let workers =
+        sweep_workers_option(workers.filter(|w| !w.is_none()).map(|w| int_arg::<i64>(w, "workers")).transpose()?)?;
     if let Some(f) = &on_result {
         if !f.bind(py).is_callable() {
             return Err(PyTypeError::new_err("on_result must be callable"));

@@ -4,6 +4,7 @@ mod clock;
 mod convert;
 mod correlator;
 mod errors;
+mod options;
 mod sim;
 // -- recording pipeline --
 mod broadcaster;
@@ -42,6 +43,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sim::PyDecisions>()?;
     m.add_function(wrap_pyfunction!(correlator::make_event, m)?)?;
     m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
+    options::register(m)?;
     // -- recording pipeline --
     m.add_class::<broadcaster::PyBroadcaster>()?;
     m.add_class::<broadcaster::PyRecorder>()?;
@@ -50,7 +52,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reference::object_reference, m)?)?;
     m.add_class::<testing::PyRecorderCheck>()?;
     // -- end recording pipeline --
-    m.add("DEFAULT_QPS", f64::from(crate::correlator::DEFAULT_QPS))?;
     // events.k8s.io/v1 recording
     m.add_class::<series::PyEventsBroadcaster>()?;
     m.add_class::<series::PyEventsRecorder>()?;
@@ -62,6 +63,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pleg::register(m)?;
     // Tuning lab.
     m.add_function(wrap_pyfunction!(lab::replay_grid, m)?)?;
+    m.add_function(wrap_pyfunction!(lab::_check_grid, m)?)?;
     m.add_class::<arrow::PyArrowTable>()?;
     m.add("TRACE_COLUMNS", crate::sim::table::columns())?;
     m.add_function(wrap_pyfunction!(arrow::_records_table, m)?)?;

@@ -471,3 +471,139 @@ fn keys_with_one_hash_are_kept_apart() {
     assert_eq!(cache.drain().len(), 1);
     assert!(cache.is_empty());
 }
+
+// Ports of client-go's write tests through the engine, as the broadcaster's thread drives it: `decide` and
+// `write` for each occurrence, `run_due_at` for the rounds and retries on the fake clock, `shutdown`.
+
+/// `decide`, then the first attempt at each write it asks for.
+fn record(eng: &mut SeriesEngine, store: &mut Store, event: EventV1) {
+    for e in eng.decide(event).unwrap() {
+        eng.write(e, store).unwrap();
+    }
+}
+
+/// An engine at T0 whose first rounds, due at once, have run (on an empty cache), and its sink.
+fn after_the_first_rounds() -> (Arc<FakeClock>, SeriesEngine, Store) {
+    let clock = Arc::new(FakeClock::new(T0));
+    let mut eng = engine(&clock, 16);
+    let mut store = Store::default();
+    eng.run_due_at(T0, &mut store).unwrap();
+    (clock, eng, store)
+}
+
+fn series_body(count: i32, at: i64) -> String {
+    format!(r#"{{"series":{{"count":{count},"lastObservedTime":"{}"}}}}"#, micro(at))
+}
+
+// TestRecordEventToSink: what the server holds after each sequence of first attempts.
+#[test]
+fn record_event_to_sink_through_the_engine() {
+    // (case, events written in order, the one stored, writes that succeeded and that failed)
+    let cases: [(&str, Vec<EventV1>, EventV1, u64, u64); 4] = [
+        ("record one Event", vec![plain()], plain(), 1, 0),
+        ("one Event followed by an isomorphic one", vec![plain(), with_series(plain())], with_series(plain()), 2, 0),
+        // The plain create conflicts with the series' and is not retried: only a series' create is.
+        ("an isomorphic Event before the original", vec![with_series(plain()), plain()], with_series(plain()), 1, 1),
+        ("an isomorphic Event alone", vec![with_series(plain())], with_series(plain()), 1, 0),
+    ];
+    for (name, events, expected, ok, failed) in cases {
+        let clock = Arc::new(FakeClock::new(T0));
+        let mut eng = engine(&clock, 16);
+        let mut store = Store::default();
+        for e in events {
+            eng.write(e, &mut store).unwrap();
+        }
+        assert_eq!(store.events.values().collect::<Vec<_>>(), [&expected], "{name}");
+        let st = eng.stats();
+        assert_eq!((st.writes_ok, st.write_errors, st.retries, st.pending_retries), (ok, failed, 0, 0), "{name}");
+    }
+}
+
+#[test]
+fn a_series_whose_create_conflicts_is_retried_on_the_clock() {
+    let (_, mut eng, mut store) = after_the_first_rounds();
+    // The patch finds nothing, and the create meets the first event's, which raced it.
+    store.fail = vec![WriteError::status(404, "not found"), WriteError::status(409, "already exists")];
+    eng.write(with_series(plain()), &mut store).unwrap();
+    let st = eng.stats();
+    assert_eq!((st.write_errors, st.retries, st.pending_retries), (1, 1, 1));
+    let due = eng.next_due();
+    assert!(due >= T0.add_nanos(10 * S) && due <= T0.add_nanos(12_500_000_000), "{due:?}");
+    eng.run_due_at(due.add_nanos(-1), &mut store).unwrap();
+    assert_eq!(store.calls.len(), 2, "nothing before the sleep is over");
+    eng.run_due_at(due, &mut store).unwrap();
+    let verbs: Vec<_> = store.calls.iter().map(|c| c.0).collect();
+    assert_eq!(verbs, ["patch", "create", "patch", "create"]);
+    assert_eq!(store.events.values().collect::<Vec<_>>(), [&with_series(plain())]);
+    let st = eng.stats();
+    assert_eq!((st.writes_ok, st.pending_retries, st.abandoned), (1, 0, 0));
+    assert_eq!((st.sink_patch_errors, st.sink_create_errors, st.sink_creates), (2, 1, 1));
+}
+
+// TestFinishSeries, in the engine's finish round: a series last seen more than six minutes ago gets its last
+// write, a patch with its last observed time, and leaves the cache; a newer singleton stays, unwritten.
+#[test]
+fn finish_series_in_the_engines_round() {
+    let (clock, mut eng, mut store) = after_the_first_rounds();
+    for i in 0..10 {
+        clock.set(T0.add_nanos(i * S));
+        record(&mut eng, &mut store, event_at(clock.get(), "started"));
+    }
+    clock.set(T0.add_nanos(9 * MIN));
+    let mut singleton = event_at(clock.get(), "started");
+    singleton.reporting_controller = "nonFinished-controller".into();
+    record(&mut eng, &mut store, singleton);
+    let before = store.calls.len();
+    assert_eq!(store.calls.iter().map(|c| c.0).collect::<Vec<_>>(), ["create", "patch", "create"]);
+    eng.run_due_at(clock.get(), &mut store).unwrap();
+    let finish: Vec<_> = store.calls[before..].iter().map(|c| (c.0, c.2.clone())).collect();
+    assert_eq!(finish, [("patch", series_body(10, 9 * S))]);
+    let st = eng.stats();
+    assert_eq!((st.cache_len, st.finish_rounds, st.cache.finish_writes, st.refresh_rounds), (1, 2, 1, 1));
+    assert_eq!((st.writes_ok, st.write_errors, st.pending_retries), (4, 0, 0));
+}
+
+// TestRefreshExistingEventSeries, in the engine's refresh round: a live series gets one patch and stays
+// cached, whether the patch succeeds or fails (a round makes one attempt, and schedules no retry).
+#[test]
+fn refresh_existing_event_series_in_the_engines_round() {
+    for fail in [None, Some(WriteError::give_up("request construction"))] {
+        let clock = Arc::new(FakeClock::new(T0));
+        let mut eng = engine(&clock, 16);
+        let mut store = Store::default();
+        // An occurrence every minute for half an hour, the rounds run as they come due.
+        for m in 0..30 {
+            clock.set(T0.add_nanos(m * MIN));
+            eng.run_due_at(clock.get(), &mut store).unwrap();
+            record(&mut eng, &mut store, event_at(clock.get(), "started"));
+        }
+        let before = store.calls.len();
+        store.fail = fail.iter().cloned().collect();
+        clock.set(T0.add_nanos(30 * MIN));
+        eng.run_due_at(clock.get(), &mut store).unwrap();
+        let refresh: Vec<_> = store.calls[before..].iter().map(|c| (c.0, c.2.clone())).collect();
+        assert_eq!(refresh, [("patch", series_body(30, 29 * MIN))], "{fail:?}");
+        let st = eng.stats();
+        assert_eq!((st.cache_len, st.refresh_rounds, st.cache.refresh_writes), (1, 2, 1), "{fail:?}");
+        let failed = u64::from(fail.is_some());
+        assert_eq!((st.write_errors, st.retries, st.pending_retries), (failed, 0, 0), "{fail:?}");
+    }
+}
+
+// Once shut down, an event waiting for its retry gets one last attempt at once, and is abandoned if that
+// fails too.
+#[test]
+fn shutdown_gives_a_pending_retry_one_last_attempt() {
+    for (failures, stored, abandoned) in [(1, 1, 0), (2, 0, 1)] {
+        let (clock, mut eng, mut store) = after_the_first_rounds();
+        store.fail = (0..failures).map(|_| WriteError::retry("connection refused")).collect();
+        eng.write(plain(), &mut store).unwrap();
+        assert_eq!(eng.stats().pending_retries, 1);
+        assert_eq!(eng.shutdown(&mut store), 0);
+        assert_eq!(clock.get(), T0, "no sleep");
+        assert_eq!(store.calls.len(), 2);
+        assert_eq!(store.events.len(), stored);
+        let st = eng.stats();
+        assert_eq!((st.abandoned, st.pending_retries, st.retries), (abandoned, 0, 1));
+    }
+}

@@ -13,7 +13,7 @@ use super::simulator::Simulator;
 use super::table::Table;
 use super::trace::Record;
 use crate::correlator::{CorrelatorOptions, KeyFuncs};
-use crate::error::{Error, Result};
+use crate::error::{count_option, Error, Result};
 
 /// How often the calling thread wakes while no replay finishes.
 pub const TICK: Duration = Duration::from_millis(100);
@@ -72,11 +72,10 @@ pub enum SweepProgress<'a> {
     Idle,
 }
 
-/// The threads of a sweep: `requested`, at least 1, or one per CPU.
-pub fn workers_option(requested: Option<i64>) -> Result<usize> {
+/// The `workers` option of a sweep, its threads: `requested`, at least 1, or one per CPU.
+pub fn sweep_workers_option(requested: Option<i64>) -> Result<usize> {
     match requested {
-        Some(w) if w < 1 => Err(Error::Option(format!("workers must be >= 1, got {w}"))),
-        Some(w) => Ok(usize::try_from(w).unwrap_or(usize::MAX)),
+        Some(w) => Ok(count_option("workers", w)?.get()),
         None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
     }
 }
@@ -166,10 +165,10 @@ mod tests {
 
     #[test]
     fn workers_are_at_least_one_and_default_to_the_cpus() {
-        assert_eq!(workers_option(Some(3)).unwrap(), 3);
-        assert_eq!(workers_option(Some(0)).unwrap_err().to_string(), "workers must be >= 1, got 0");
-        assert!(matches!(workers_option(Some(-2)), Err(Error::Option(_))));
-        assert!(workers_option(None).unwrap() >= 1);
+        assert_eq!(sweep_workers_option(Some(3)).unwrap(), 3);
+        assert_eq!(sweep_workers_option(Some(0)).unwrap_err().to_string(), "workers must be >= 1, got 0");
+        assert!(matches!(sweep_workers_option(Some(-2)), Err(Error::Option(_))));
+        assert!(sweep_workers_option(None).unwrap() >= 1);
     }
 
     #[test]

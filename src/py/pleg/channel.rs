@@ -7,9 +7,10 @@ use pyo3::prelude::*;
 
 use super::aio;
 use super::pod::PyPodLifecycleEvent;
+use crate::error::count_option;
 use crate::gate::Owned;
 use crate::pleg::channel::Recv;
-use crate::pleg::{count_option, EventChannel};
+use crate::pleg::EventChannel;
 use crate::py::clock::timeout_arg;
 use crate::py::errors::int_opt;
 use crate::py::lifecycle;
@@ -43,7 +44,7 @@ impl PyEventChannel {
     #[new]
     #[pyo3(signature = (capacity=1000))]
     fn new(#[pyo3(from_py_with = int_opt::capacity)] capacity: i64) -> PyResult<Self> {
-        let capacity = count_option(capacity, "capacity", 1, i64::MAX)? as usize;
+        let capacity = count_option("capacity", capacity)?.get();
         Ok(PyEventChannel { inner: Owned::new(Arc::new(EventChannel::new(capacity)), "EventChannel") })
     }
 

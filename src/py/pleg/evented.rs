@@ -13,12 +13,11 @@ use super::channel::PyEventChannel;
 use super::generic::{PyGenericPLEG, PyRuntime};
 use super::pod::string;
 use super::{raise_abort, runtime_err, to_py};
-use crate::error::Error;
+use crate::error::{int_option, Error};
 use crate::gate::Owned;
 use crate::metrics::Registration;
-use crate::pleg::count_option;
 use crate::pleg::evented::{ContainerEventSource, CriEvent, CriEventType, EventedOptions, EventedPleg};
-use crate::py::clock::seconds_into;
+use crate::py::clock::duration_into;
 use crate::py::convert::{expected, get};
 use crate::py::errors::int_opt;
 use crate::py::lifecycle;
@@ -96,18 +95,18 @@ impl PyEventedPLEG {
         cache_update_period: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let g = generic.get().inner.checked()?.clone();
-        let max_stream_retries = count_option(max_stream_retries, "max_stream_retries", 0, u32::MAX.into())? as u32;
+        let max_stream_retries = int_option("max_stream_retries", max_stream_retries, 0, u32::MAX.into())? as u32;
         if let Some(s) = &runtime_service {
             if !s.bind(py).hasattr("get_container_events")? {
                 return Err(PyTypeError::new_err("runtime_service: expected an object with get_container_events()"));
             }
         }
         let mut options = EventedOptions { max_stream_retries, ..EventedOptions::default() };
-        seconds_into(relist_period, "relist_period", true, &mut options.relist.period)?;
-        seconds_into(relist_threshold, "relist_threshold", false, &mut options.relist.threshold)?;
-        seconds_into(fallback_relist_period, "fallback_relist_period", true, &mut options.fallback.period)?;
-        seconds_into(fallback_relist_threshold, "fallback_relist_threshold", false, &mut options.fallback.threshold)?;
-        seconds_into(cache_update_period, "cache_update_period", true, &mut options.cache_update_period)?;
+        duration_into(relist_period, "relist_period", &mut options.relist.period)?;
+        duration_into(relist_threshold, "relist_threshold", &mut options.relist.threshold)?;
+        duration_into(fallback_relist_period, "fallback_relist_period", &mut options.fallback.period)?;
+        duration_into(fallback_relist_threshold, "fallback_relist_threshold", &mut options.fallback.threshold)?;
+        duration_into(cache_update_period, "cache_update_period", &mut options.cache_update_period)?;
         let evented = Arc::new(EventedPleg::new(g, options)?);
         let _registration = crate::metrics::register("EventedPLEG", None, &evented, |e| e.stats());
         let inner = Owned::new(evented, "EventedPLEG");

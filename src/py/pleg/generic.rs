@@ -12,13 +12,14 @@ use super::cache::{PyErrValue, PyPodCache, PyStatus};
 use super::channel::PyEventChannel;
 use super::pod::{pods_from_py, shared_pod};
 use super::{raise_abort, runtime_err, to_py};
+use crate::error::count_option;
 use crate::error::Error;
 use crate::gate::Owned;
 use crate::metrics::Registration;
 use crate::pleg::generic::{Abort, Condition, GenericPleg, Inspection, PlegOptions, RelistDuration, Runtime};
 use crate::pleg::records::PodRecords;
-use crate::pleg::{count_option, EventChannel, Pod};
-use crate::py::clock::{clock_arg, seconds_arg, seconds_into, timeout_arg, to_datetime};
+use crate::pleg::{EventChannel, Pod};
+use crate::py::clock::{clock_arg, duration_into, seconds_arg, timeout_arg, to_datetime, to_duration};
 use crate::py::convert::type_name;
 use crate::py::errors::{external, int_opt};
 use crate::py::lifecycle;
@@ -172,15 +173,15 @@ impl PyGenericPLEG {
                 type_name(runtime.bind(py))
             )));
         }
-        let channel_capacity = count_option(channel_capacity, "channel_capacity", 1, i64::MAX)? as usize;
+        let channel_capacity = count_option("channel_capacity", channel_capacity)?.get();
         let mut options = PlegOptions {
-            inspect_concurrency: count_option(inspect_concurrency, "inspect_concurrency", 1, i64::MAX)? as usize,
+            inspect_concurrency: count_option("inspect_concurrency", inspect_concurrency)?.get(),
             pod_sync_on_reinspect,
             on_demand_relist,
             ..PlegOptions::default()
         };
-        seconds_into(relist_period, "relist_period", true, &mut options.duration.period)?;
-        seconds_into(relist_threshold, "relist_threshold", false, &mut options.duration.threshold)?;
+        duration_into(relist_period, "relist_period", &mut options.duration.period)?;
+        duration_into(relist_threshold, "relist_threshold", &mut options.duration.threshold)?;
         if let Some(t) = inspect_timeout {
             options.inspect_timeout = Some(Duration::from_nanos(seconds_arg(t, "inspect_timeout", true)? as u64));
         }
@@ -318,9 +319,9 @@ impl PyGenericPLEG {
     /// `Update`: a new period and threshold (seconds), used from the next wait of the loop.
     fn update(&self, relist_period: &Bound<'_, PyAny>, relist_threshold: &Bound<'_, PyAny>) -> PyResult<()> {
         let pleg = self.inner.checked()?;
-        let period = seconds_arg(relist_period, "relist_period", true)?;
-        let threshold = seconds_arg(relist_threshold, "relist_threshold", false)?;
-        pleg.update(RelistDuration { period, threshold });
+        let period = to_duration(relist_period, "relist_period")?;
+        let threshold = to_duration(relist_threshold, "relist_threshold")?;
+        pleg.update(RelistDuration { period, threshold }.checked("relist")?);
         Ok(())
     }
 

@@ -7,13 +7,18 @@ use pyo3::prelude::*;
 
 use super::errors::external;
 use crate::error::Error;
-use crate::pleg::generic::Abort;
+use crate::pleg::evented::MAX_STREAM_RETRIES;
+use crate::pleg::generic::{Abort, CHANNEL_CAPACITY, INSPECT_CONCURRENCY};
 
 mod cache;
 mod channel;
 mod evented;
 mod generic;
 mod pod;
+
+// The keyword defaults are spelt out for Python to show them (pyo3 shows `...` for any other expression);
+// they must be the core's.
+const _: () = assert!(CHANNEL_CAPACITY == 1000 && INSPECT_CONCURRENCY == 1 && MAX_STREAM_RETRIES == 5);
 
 /// An exception raised by the runtime, a watch condition or the event source, for the core: one that is not
 /// an `Exception` (`KeyboardInterrupt`, `SystemExit`) is an `Abort`, which stops the relist instead of being
