@@ -30,7 +30,7 @@ def pod_index(r):
 
 
 def gaps(records):
-    return [b["t_ns"] - a["t_ns"] for a, b in zip(records, records[1:])]
+    return [b["t_ns"] - a["t_ns"] for a, b in zip(records, records[1:], strict=False)]
 
 
 def check_unique(records):
