@@ -335,3 +335,11 @@ def test_an_unreadable_trace_is_one_line(trace_file, capsys):
     trace_file.chmod(0)
     rc, _, err = run_main(capsys, "--trace", str(trace_file))
     assert rc == 2 and err.startswith(f"kubevents: {trace_file}: Permission denied")
+
+
+def test_ctrl_c_ends_the_command_without_a_traceback(capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(kubevents, "simulate", interrupted)
+    assert run_main(capsys, "--json") == (130, "", "kubevents: interrupted\n")
