@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::num::NonZeroUsize;
+use std::sync::Arc;
 
 /// What went wrong, with enough context (field path, trace line) to say it in one sentence.
 #[derive(Debug)]
@@ -24,8 +25,10 @@ pub enum Error {
     State(String),
     /// A wait ran out of time (Python `TimeoutError`).
     Timeout(String),
-    /// A trace could not be read or a record in it is bad; `line` is 1-based.
+    /// A trace could not be read or a record in it is bad; `line` is 1-based, `file` the trace's path if it
+    /// was read from one.
     Trace {
+        file: Option<Arc<str>>,
         line: u64,
         source: Box<Error>,
     },
@@ -46,7 +49,15 @@ impl Error {
     pub fn at_line(self, line: u64) -> Self {
         match self {
             e @ Error::Trace { .. } => e,
-            e => Error::Trace { line, source: Box::new(e) },
+            e => Error::Trace { file: None, line, source: Box::new(e) },
+        }
+    }
+
+    /// A trace error of the file `name`; other errors are returned as they are.
+    pub fn in_file(self, name: &Arc<str>) -> Self {
+        match self {
+            Error::Trace { line, source, .. } => Error::Trace { file: Some(Arc::clone(name)), line, source },
+            e => e,
         }
     }
 }
@@ -62,7 +73,8 @@ impl fmt::Display for Error {
                 }
             }
             Error::Option(m) | Error::Clock(m) | Error::State(m) | Error::Timeout(m) => f.write_str(m),
-            Error::Trace { line, source } => write!(f, "line {line}: {source}"),
+            Error::Trace { file: Some(file), line, source } => write!(f, "{file}: line {line}: {source}"),
+            Error::Trace { file: None, line, source } => write!(f, "line {line}: {source}"),
             Error::Io(e) => write!(f, "{e}"),
             Error::External(e) => write!(f, "{e}"),
         }

@@ -28,7 +28,7 @@ pub enum FullChannel {
 const LINGER: std::time::Duration = std::time::Duration::from_micros(400);
 
 /// Batches of a quarter of the queue: each batch costs a Python consumer two GIL hand-offs, which between CPUs
-/// of a virtual machine cost more than the batch's events (BENCHMARKS.md, recording pipeline).
+/// of a virtual machine cost more than the batch's events (BENCHMARKS.md, "Why the code is as it is").
 fn notify_at(capacity: usize) -> usize {
     (capacity / 4).clamp(1, 256)
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -118,12 +119,20 @@ def test_missing_file_exits_2_with_a_message(tmp_path):
     assert p.stdout == ""
 
 
-def test_bad_trace_line_exits_2_naming_the_line(tmp_path):
+def test_bad_trace_line_exits_2_naming_the_file_and_the_line(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(RECORDS[0]) + "\n" + "{oops\n", encoding="utf-8")
     p = run("--trace", str(path))
     assert p.returncode == 2
-    assert "line 2" in p.stderr
+    assert p.stderr == f"kubevents: {path}: line 2: key must be a string at column 2\n"
+
+
+def test_a_kubectl_dump_that_is_not_json_is_named_with_its_line(tmp_path):
+    path = tmp_path / "events.json"
+    path.write_text('{"kind": "List",\n "items": [}\n', encoding="utf-8")
+    p = run("--kubectl", str(path))
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.startswith(f"kubevents: {path}: line 2 column 12: ") and len(p.stderr.splitlines()) == 1
 
 
 def test_negative_option_exits_2(trace_file):
@@ -206,3 +215,131 @@ def test_a_bad_kubectl_dump_exits_2_with_one_line(tmp_path, change, message, com
     p = run(*command, "--kubectl", str(dump))
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.startswith(message) and len(p.stderr.splitlines()) == 1, p.stderr
+
+
+def run_main(capsys, *args):
+    """main() in this process: the exit status (argparse's usage errors included), stdout and stderr."""
+    try:
+        rc = main(list(args))
+    except SystemExit as e:
+        rc = e.code
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--top", "-3"], "argument --top: must be >= 0, got -3"),
+    (["--top", "many"], "argument --top: 'many' is not an int"),
+    (["--qps", "1/0"], "argument --qps: '1/0' is not a number (or a fraction such as 1/300)"),
+    (["--qps", "fast"], "argument --qps: 'fast' is not a number (or a fraction such as 1/300)"),
+    (["--qps", "1e400"], "argument --qps: '1e400' is too large"),
+])
+def test_a_bad_option_value_is_a_usage_error(capsys, args, message):
+    """--top -3 was a ValueError with a traceback from the report, after the replay."""
+    rc, out, err = run_main(capsys, *args)
+    assert rc == 2 and out == ""
+    assert err.startswith("usage: python -m kubevents") and err.rstrip().endswith(message), err
+
+
+def test_a_huge_top_lists_every_object(capsys):
+    rc, out, _ = run_main(capsys, "--top", str(10**20), "--json")
+    assert rc == 0
+    sim = kubevents.simulate(kubelet_storm(), per_object=True)
+    assert json.loads(out)["top_objects"] == sim.top_objects(sim.totals["events"])
+
+
+def test_qps_takes_a_fraction_as_its_help_and_sweep_write_it(capsys, trace_file):
+    """The help says "default 1/300" and ``sweep --grid qps=1/300`` took it, but --qps refused it."""
+    from kubevents._sweep_cli import parse_grid
+
+    rc, out, _ = run_main(capsys, "--qps", "1/300", "--json")
+    assert rc == 0 and json.loads(out) == json.loads(run("--json").stdout)
+    rc, out, _ = run_main(capsys, "--trace", str(trace_file), "--burst", "1", "--qps", "1/2", "--json")
+    assert rc == 0
+    want = kubevents.simulate(RECORDS, burst=1, qps=0.5).totals
+    assert json.loads(out)["skipped_by_spam_filter"] == want["skips"] > 0
+    # One parser for both commands.
+    assert parse_grid(["qps=1/300,0.01"])["qps"] == [1 / 300, 0.01]
+    assert "(default 1/300)" in run_main(capsys, "--help")[1]
+
+
+def test_help_names_the_sweep_command(capsys):
+    rc, out, _ = run_main(capsys, "--help")
+    assert rc == 0
+    commands = out[out.index("commands:"):]
+    assert "sweep" in commands and "python -m kubevents sweep --help" in commands
+
+
+@pytest.fixture(scope="module")
+def many_objects(tmp_path_factory):
+    """A trace whose report is far larger than a pipe's buffer (64 KiB)."""
+    from kubevents.traces import generate, write_jsonl
+
+    path = tmp_path_factory.mktemp("pipe") / "unique.jsonl"
+    write_jsonl(generate("unique", n=4000, seed=1), path)
+    return path
+
+
+@pytest.mark.parametrize("command", [
+    ["--json", "--top", "4000"],
+    ["--top", "4000"],
+    # 10,000 replays of the 8-record trace: a table of 140 KB.
+    ["sweep", "--grid", "burst=" + ",".join(map(str, range(1, 10_001))), "--metrics", "writes", "--no-progress"],
+], ids=["json", "table", "sweep"])
+def test_a_reader_that_stops_early_ends_the_command_quietly(many_objects, trace_file, command):
+    """`python -m kubevents --json | head` ended in a BrokenPipeError traceback."""
+    trace = trace_file if command[0] == "sweep" else many_objects
+    p = subprocess.Popen([sys.executable, "-m", "kubevents", *command, "--trace", str(trace)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.readline()
+    p.stdout.close()  # as head does once it has its lines
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 1
+    assert err == ""
+
+
+@pytest.mark.parametrize("make, args, message", [
+    pytest.param(lambda d: d, lambda d: ["--trace", str(d)], "{d}: line 1: Is a directory", id="trace-dir"),
+    pytest.param(lambda d: d, lambda d: ["--kubectl", str(d)], "Is a directory: '{d}'", id="kubectl-dir"),
+    pytest.param(lambda d: (d / "latin1.jsonl").write_bytes(b'{"t_ns": 1, "involved": {}, "message": "\xe9"}\n'),
+                 lambda d: ["--trace", str(d / "latin1.jsonl")], "{d}/latin1.jsonl: line 1: ", id="trace-latin1"),
+    pytest.param(lambda d: (d / "latin1.json").write_bytes(b'{"items": ["\xe9"]}'),
+                 lambda d: ["--kubectl", str(d / "latin1.json")], "{d}/latin1.json: not UTF-8 text",
+                 id="kubectl-latin1"),
+    pytest.param(lambda d: (d / "t.parquet").write_text("not parquet"), lambda d: ["--trace", str(d / "t.parquet")],
+                 "{d}/t.parquet", id="not-parquet"),
+    pytest.param(lambda d: d, lambda d: ["--trace", str(d / "missing.parquet")],
+                 "No such file or directory: '{d}/missing.parquet'", id="missing-parquet"),
+    pytest.param(lambda d: d, lambda d: ["sweep", "--grid", "burst=1", "--trace", str(d)],
+                 "{d}: line 1: Is a directory", id="sweep-trace-dir"),
+    pytest.param(lambda d: d, lambda d: ["sweep", "--grid", "qps=1/300,", "--no-progress"],
+                 "--grid qps: '' is not a number (or a fraction such as 1/300)", id="grid-empty-value"),
+    pytest.param(lambda d: d, lambda d: ["sweep", "--grid", "qps=1e400"], "--grid qps: '1e400' is too large",
+                 id="grid-huge-qps"),
+    pytest.param(lambda d: d, lambda d: ["sweep", "--grid", "=1"], "unknown option ''", id="grid-no-option"),
+    pytest.param(lambda d: d, lambda d: ["sweep", "--grid", "burst=1,x"], "--grid burst: 'x' is not an int",
+                 id="grid-not-int"),
+    pytest.param(lambda d: d, lambda d: ["sweep", "--grid", "burst=1", "--csv", str(d)], "--csv {d}: Is a directory",
+                 id="csv-dir"),
+])
+def test_bad_input_is_one_line_without_a_traceback(tmp_path, capsys, make, args, message):
+    make(tmp_path)
+    rc, out, err = run_main(capsys, *args(tmp_path))
+    assert rc == 2 and out == ""
+    assert err.startswith("kubevents: ") and len(err.splitlines()) == 1, err
+    assert message.format(d=tmp_path) in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_an_unreadable_trace_is_one_line(trace_file, capsys):
+    trace_file.chmod(0)
+    rc, _, err = run_main(capsys, "--trace", str(trace_file))
+    assert rc == 2 and err.startswith(f"kubevents: {trace_file}: Permission denied")
+
+
+def test_ctrl_c_ends_the_command_without_a_traceback(capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(kubevents, "simulate", interrupted)
+    assert run_main(capsys, "--json") == (130, "", "kubevents: interrupted\n")

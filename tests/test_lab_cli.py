@@ -75,3 +75,37 @@ def test_the_default_command_is_unchanged():
     help_text = subprocess.run([sys.executable, "-m", "kubevents", "sweep", "--help"], capture_output=True,
                                text=True, check=True).stdout
     assert "--grid OPTION=V1,V2,..." in help_text
+
+
+def test_an_unwritable_csv_fails_before_the_sweep(tmp_path, capsys, monkeypatch):
+    """--csv /nonexistent/x.csv failed with a traceback after the whole sweep."""
+    def no_sweep(*args, **kwargs):
+        raise AssertionError("the sweep ran")
+
+    monkeypatch.setattr(kubevents, "sweep", no_sweep)
+    missing = tmp_path / "no-such-dir" / "x.csv"
+    assert main(["sweep", "--grid", "burst=1,2", "--csv", str(missing), "--no-progress"]) == 2
+    assert capsys.readouterr().err == f"kubevents: --csv {missing}: No such file or directory\n"
+
+
+def test_checking_the_csv_path_leaves_no_file_and_keeps_an_existing_one(trace_file, tmp_path, capsys):
+    from kubevents._sweep_cli import _check_writable
+
+    new = tmp_path / "new.csv"
+    _check_writable(str(new))
+    assert not new.exists()
+    old = tmp_path / "old.csv"
+    old.write_text("kept\n")
+    _check_writable(str(old))
+    assert old.read_text() == "kept\n"
+    # A sweep that fails on its trace leaves the existing file as it was.
+    assert main(["sweep", "--grid", "burst=1", "--csv", str(old), "--trace", str(tmp_path / "nope.jsonl")]) == 2
+    assert old.read_text() == "kept\n"
+
+
+def test_the_table_shows_rates_as_people_write_them(trace_file, capsys):
+    rc = main(["sweep", "--trace", str(trace_file), "--grid", "qps=1/300,0.0033,1/60,2", "--metrics", "writes",
+               "--no-progress"])
+    assert rc == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["qps", "1/300", "0.0033", "1/60", "2"]

@@ -1,12 +1,14 @@
-"""kubevents.traces: synthetic workloads (the same as the project's generator script), JSON Lines files, and
-traces read from `kubectl get events -o json` dumps."""
+"""kubevents.traces: synthetic workloads, JSON Lines files, and traces read from `kubectl get events -o json`
+dumps."""
 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import pathlib
+import re
+import statistics
+from collections import Counter, defaultdict
 
 import pytest
 
@@ -15,19 +17,107 @@ from kubevents.traces import MAX_COUNT, WORKLOADS, KubectlTrace, Workload, from_
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "notebooks" / "data" / "kubectl-get-events.json"
-SCRIPT = ROOT.parent / "shared" / "workloads.py"
 S = 10**9
+MS = 10**6
+BASE_NS = 1_700_000_000 * S  # where every synthetic workload starts
+N = 2500
+
+
+def pod_index(r):
+    name = r["involved"]["name"]
+    assert re.fullmatch(r"pod-\d+", name), name
+    return int(name[4:])
+
+
+def gaps(records):
+    return [b["t_ns"] - a["t_ns"] for a, b in zip(records, records[1:], strict=False)]
+
+
+def check_unique(records):
+    assert [r["t_ns"] for r in records] == [BASE_NS + i * MS for i in range(N)]
+    assert len({r["involved"]["name"] for r in records}) == N
+    for r in records:
+        assert (r["type"], r["reason"], r["involved"]["namespace"]) == ("Normal", "Scheduled", "default")
+        assert r["message"] == f'Successfully assigned default/{r["involved"]["name"]} to {r["source_host"]}'
+    assert {r["source_host"] for r in records} == {f"node-{i}" for i in range(50)}
+
+
+def check_identical(records):
+    assert gaps(records) == [50 * MS] * (N - 1)
+    visits = Counter(pod_index(r) for r in records)
+    assert set(visits) == set(range(200)) and set(visits.values()) <= {N // 200, N // 200 + 1}
+    order = [pod_index(r) for r in records[:200]]
+    assert order != sorted(order), "the pods are visited in a scrambled order"
+    for r in records:
+        assert (r["type"], r["reason"], r["involved"]["field_path"]) == ("Warning", "BackOff", "spec.containers{app}")
+        assert r["message"] == f'Back-off restarting failed container app in pod {r["involved"]["name"]}'
+
+
+def check_similar(records):
+    assert gaps(records) == [20 * MS] * (N - 1)
+    messages = defaultdict(set)
+    for r in records:
+        assert (r["type"], r["reason"]) == ("Warning", "FailedMount")
+        m = re.fullmatch(r'MountVolume.SetUp failed for volume "vol-(\d+)" : secret "s-(\d+)" not found', r["message"])
+        assert m and m[1] == m[2] and int(m[1]) < 30, r["message"]
+        messages[pod_index(r)].add(r["message"])
+    assert set(messages) == set(range(100))
+    assert max(len(v) for v in messages.values()) <= 30 and len(set().union(*messages.values())) == 30
+
+
+def check_mixed(records):
+    reasons = {"Pulling": "Normal", "Pulled": "Normal", "Created": "Normal", "Started": "Normal", "Killing": "Normal",
+               "BackOff": "Warning", "Unhealthy": "Warning", "FailedMount": "Warning"}
+    by_reason = Counter(r["reason"] for r in records)
+    assert set(by_reason) == set(reasons) and by_reason.most_common(1)[0][0] == "BackOff"
+    for r in records:
+        assert r["type"] == reasons[r["reason"]]
+        assert r["involved"]["namespace"] == f"ns-{pod_index(r) % 40}" and pod_index(r) < 5000
+    # Exponential gaps with a mean of 5 ms, never two events at once.
+    assert min(gaps(records)) >= 1 and 4.5 * MS <= statistics.mean(gaps(records)) <= 5.5 * MS
+    # Skewed: the first tenth of the pods gets a third of the events or more.
+    assert sum(1 for r in records if pod_index(r) < 500) >= N / 3
+    # Immediate repeats: an event that is its pod's previous one again, but for the time.
+    last, repeats, seen = {}, 0, 0
+    for r in records:
+        same = {k: v for k, v in r.items() if k != "t_ns"}
+        if pod_index(r) in last:
+            seen += 1
+            repeats += last[pod_index(r)] == same
+        last[pod_index(r)] = same
+    assert 0.10 <= repeats / seen <= 0.25
+
+
+def check_storm(records):
+    assert [r["t_ns"] for r in records] == [BASE_NS + i * MS for i in range(N)]
+    assert [pod_index(r) for r in records] == [i % 20 for i in range(N)]
+    assert {(r["type"], r["reason"], r["message"], r["source_host"]) for r in records} == {
+        ("Warning", "BackOff", "Back-off restarting failed container app", "node-0")}
+
+
+CHECKS = {"unique": check_unique, "identical": check_identical, "similar": check_similar, "mixed": check_mixed,
+          "storm": check_storm}
 
 
 @pytest.mark.parametrize("workload", sorted(WORKLOADS))
-def test_generate_equals_the_generator_script(workload):
-    if not SCRIPT.exists():
-        pytest.skip(f"{SCRIPT} is not present")
-    spec = importlib.util.spec_from_file_location("kubevents_test_workloads_script", SCRIPT)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+def test_each_workload_is_what_its_documentation_says(workload):
+    """The records behind the benchmark figures: each workload as ``WORKLOADS`` describes it, and the same
+    records for the same seed."""
+    assert set(CHECKS) == set(WORKLOADS)
     for seed in (1, 9):
-        assert list(generate(workload, n=2500, seed=seed)) == list(script.generate(workload, n=2500, seed=seed))
+        records = list(generate(workload, n=N, seed=seed))
+        assert len(records) == N and records == list(generate(workload, n=N, seed=seed))
+        for r in records:
+            assert set(r) == {"t_ns", "source_component", "source_host", "involved", "type", "reason", "message"}
+            assert r["source_component"] == "kubelet"
+            i = r["involved"]
+            assert (i["kind"], i["api_version"], i["uid"]) == ("Pod", "v1", f'uid-{i["name"]}')
+        assert [r["t_ns"] for r in records] == sorted(r["t_ns"] for r in records)
+        assert BASE_NS <= records[0]["t_ns"] < BASE_NS + S
+        CHECKS[workload](records)
+        assert kubevents.simulate(records).totals["events"] == N
+    if workload in ("similar", "mixed"):
+        assert list(generate(workload, n=N, seed=1)) != list(generate(workload, n=N, seed=9))
 
 
 def test_a_workload_iterates_again_with_the_same_records():

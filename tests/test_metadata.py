@@ -25,6 +25,14 @@ def test_extras():
     assert all(r.marker is not None for r in requires)
 
 
+def test_the_lab_extra_runs_the_notebooks():
+    """`pip install 'kubevents[lab]'` then `jupyter lab notebooks/` needs JupyterLab and a Python kernel, besides
+    what the notebooks import."""
+    requires = [Requirement(r) for r in META.get_all("Requires-Dist") or []]
+    lab = {r.name for r in requires if r.marker is not None and r.marker.evaluate({"extra": "lab"})}
+    assert {"jupyterlab", "ipykernel", "matplotlib", "pandas", "pyarrow", "tqdm"} <= lab
+
+
 def test_license():
     assert META["License-Expression"] == "Apache-2.0"
     assert "LICENSE" in (META.get_all("License-File") or [])

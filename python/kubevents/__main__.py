@@ -4,7 +4,7 @@ the API server.
 Without ``--trace`` (a JSON Lines trace) or ``--kubectl`` (a ``kubectl get events -A -o json`` dump) it replays a
 built-in hour of a kubelet during an incident (``kubevents.traces.kubelet_storm``).
 
-``python -m kubevents sweep --trace FILE --grid burst=10,25,50 --grid qps=0.0033,0.01 [--csv out.csv]`` replays
+``python -m kubevents sweep --trace FILE --grid burst=10,25,50 --grid qps=1/300,0.01 [--csv out.csv]`` replays
 the trace under every combination of the grid instead (``python -m kubevents sweep --help``).
 """
 
@@ -17,25 +17,35 @@ from collections.abc import Mapping
 from typing import Any
 
 import kubevents
-from kubevents._cli import add_trace_options, trace_of
+from kubevents._cli import USER_ERRORS, add_trace_options, count, emit, fail, rate, trace_of
 from kubevents._native import DEFAULT_BURST, DEFAULT_LRU_CACHE_SIZE, DEFAULT_MAX_EVENTS, DEFAULT_MAX_INTERVAL
+
+_COMMANDS = """\
+commands:
+  sweep    replay the trace under every combination of a grid of options and
+           compare the metrics (python -m kubevents sweep --help), e.g.
+           python -m kubevents sweep --grid burst=10,25 --grid qps=1/300,0.01
+"""
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m kubevents",
         description="Replay an event trace through client-go's EventCorrelator on a virtual clock.",
+        epilog=_COMMANDS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_trace_options(p)
     # Left out, an option keeps the correlator's own default.
     p.add_argument("--burst", type=int, help=f"spam filter burst per source+object (default {DEFAULT_BURST})")
-    p.add_argument("--qps", type=float, help="spam filter refill, tokens/s (default client-go's 1/300)")
+    p.add_argument("--qps", type=rate, metavar="RATE",
+                   help="spam filter refill, tokens/s, a number or a fraction (default 1/300)")
     p.add_argument("--max-events", type=int,
                    help=f"distinct messages that trigger aggregation (default {DEFAULT_MAX_EVENTS})")
     p.add_argument("--max-interval", type=int,
                    help=f"longest gap in seconds between similar events of one group (default {DEFAULT_MAX_INTERVAL})")
     p.add_argument("--cache-size", type=int, help=f"entries in each LRU cache (default {DEFAULT_LRU_CACHE_SIZE})")
-    p.add_argument("--top", type=int, default=5, help="objects with most writes to list (default 5)")
+    p.add_argument("--top", type=count, default=5, metavar="N", help="objects with most writes to list (default 5)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     return p
 
@@ -52,7 +62,8 @@ def report(sim: kubevents.Simulation, top: int) -> dict[str, Any]:
         "aggregated": t["aggregated"],
         "api_writes": writes,
         "api_writes_saved_percent": round(saved, 1),
-        "top_objects": sim.top_objects(top),
+        # No more objects than events: a huge --top asks for all of them.
+        "top_objects": sim.top_objects(min(top, t["events"])),
     }
 
 
@@ -80,28 +91,30 @@ def _table(r: Mapping[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Subcommand: python -m kubevents sweep ... (kubevents/_sweep_cli.py).
-    if (sys.argv[1:] if argv is None else argv)[:1] == ["sweep"]:
-        from kubevents import _sweep_cli
+    args_given = sys.argv[1:] if argv is None else argv
+    try:
+        # Subcommand: python -m kubevents sweep ... (kubevents/_sweep_cli.py).
+        if args_given[:1] == ["sweep"]:
+            from kubevents import _sweep_cli
 
-        return _sweep_cli.main((sys.argv[1:] if argv is None else argv)[1:])
-    args = _parser().parse_args(argv)
+            return _sweep_cli.main(args_given[1:])
+        return _replay(_parser().parse_args(args_given))
+    except KeyboardInterrupt:
+        print("kubevents: interrupted", file=sys.stderr)
+        return 130
+
+
+def _replay(args: argparse.Namespace) -> int:
     try:
         trace, source = trace_of(args)
         given: dict[str, Any] = {"burst": args.burst, "qps": args.qps, "max_events": args.max_events,
                                  "max_interval": args.max_interval, "lru_cache_size": args.cache_size}
         options = {k: v for k, v in given.items() if v is not None}
         sim = kubevents.simulate(trace, per_object=True, **options)
-    except (OSError, TypeError, ValueError, ImportError) as e:
-        print(f"kubevents: {e}", file=sys.stderr)
-        return 2
-    r = report(sim, args.top)
-    if args.json:
-        print(json.dumps(r, indent=2))
-    else:
-        print(f"trace: {source}")
-        print(_table(r))
-    return 0
+        r = report(sim, args.top)
+    except USER_ERRORS as e:
+        return fail(e)
+    return emit(json.dumps(r, indent=2) if args.json else f"trace: {source}\n{_table(r)}")
 
 
 if __name__ == "__main__":

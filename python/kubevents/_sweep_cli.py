@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
-from fractions import Fraction
+import os
 
 import kubevents
-from kubevents._cli import add_trace_options, trace_of
+from kubevents._cli import USER_ERRORS, add_trace_options, emit, fail, parse_rate, trace_of
+from kubevents._format import option_label
 from kubevents.lab import DEFAULT_WINDOW, GRID_OPTIONS, METRICS
 
 # The columns of the printed table; --csv writes every metric asked for.
@@ -24,7 +24,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_trace_options(p)
     p.add_argument("--grid", metavar="OPTION=V1,V2,...", action="append", default=[], required=True,
-                   help=f"values of one option ({', '.join(GRID_OPTIONS)}); repeat for more options")
+                   help=f"values of one option ({', '.join(GRID_OPTIONS)}); repeat for more options. "
+                        "qps takes fractions too: qps=1/300,0.01")
     p.add_argument("--metrics", metavar="M1,M2,...", help="metrics to keep (default: all; see kubevents.lab)")
     p.add_argument("--csv", metavar="FILE", help="also write the rows to a CSV file")
     p.add_argument("--workers", type=int, help="native threads (default: one per core)")
@@ -37,11 +38,11 @@ def _parser() -> argparse.ArgumentParser:
 def _number(option: str, text: str) -> float:
     try:
         if option == "qps":
-            return float(Fraction(text))  # 1/300 is a common way to write client-go's default
+            return parse_rate(text)
         return int(text)
-    except (ValueError, ZeroDivisionError):
-        kind = "a number (or a fraction such as 1/300)" if option == "qps" else "an int"
-        raise ValueError(f"--grid {option}: {text!r} is not {kind}") from None
+    except ValueError as e:
+        reason = str(e) if option == "qps" else f"{text!r} is not an int"
+        raise ValueError(f"--grid {option}: {reason}") from None
 
 
 def parse_grid(specs: list[str]) -> dict[str, list[float]]:
@@ -64,26 +65,40 @@ def _cell(v: object) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
+def _check_writable(path: str) -> None:
+    """Raises ``OSError`` now if ``path`` cannot be written, rather than after the sweep; leaves no new file."""
+    existed = os.path.lexists(path)
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as e:
+        raise OSError(f"--csv {path}: {e.strerror or e}") from None
+    if not existed:
+        os.remove(path)
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         grid = parse_grid(args.grid)
         metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else list(METRICS)
+        if args.csv:
+            _check_writable(args.csv)
         trace, _ = trace_of(args)
         rows = kubevents.sweep(trace, grid, metrics=metrics, workers=args.workers, window=args.window,
                                progress=not args.no_progress)
-    except (OSError, TypeError, ValueError, ImportError) as e:
-        print(f"kubevents: {e}", file=sys.stderr)
-        return 2
+        if args.csv:
+            # Before the table: a reader of stdout that stops early (| head) must not cost the file.
+            with open(args.csv, "w", newline="", encoding="utf-8") as f:
+                w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else list(grid) + metrics)
+                w.writeheader()
+                w.writerows(rows)
+    except USER_ERRORS as e:
+        return fail(e)
     columns = list(grid) + [m for m in (TABLE if not args.metrics else metrics) if m in metrics]
-    table = [[_cell(r[c]) for c in columns] for r in rows]
+    # Options as people write them (qps 1/300, not 0.003333), metrics to four digits.
+    table = [[option_label(r[c]) if c in grid else _cell(r[c]) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in table)) for i, c in enumerate(columns)]
-    print("  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True)))
-    for row in table:
-        print("  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)))
-    if args.csv:
-        with open(args.csv, "w", newline="", encoding="utf-8") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else list(grid) + metrics)
-            w.writeheader()
-            w.writerows(rows)
-    return 0
+    lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in table]
+    return emit("\n".join(lines))

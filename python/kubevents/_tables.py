@@ -33,8 +33,10 @@ pyarrow is needed only by the functions here (the ``lab`` extra); ``simulate`` r
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kubevents._native import TRACE_COLUMNS
@@ -91,14 +93,30 @@ def to_parquet(trace: Any, path: str | os.PathLike[str], *, compression: str = "
     return int(table.num_rows)
 
 
+@contextlib.contextmanager
+def _about(path: str) -> Iterator[None]:
+    """Errors raised inside name the file ``path``: pyarrow's do not always (a missing file's is its bare name),
+    nor do the column checks."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path) from None
+    except (TypeError, ValueError) as e:
+        if path in str(e):
+            raise
+        raise (TypeError if isinstance(e, TypeError) else ValueError)(f"{path}: {e}") from None
+
+
 def read_parquet(path: str | os.PathLike[str]) -> pyarrow.Table:
     """A Parquet trace as a pyarrow ``Table``, ready for ``simulate`` and ``sweep``: its columns' names and types
-    are checked here, its values when it is replayed."""
+    are checked here (errors name the file), its values when it is replayed."""
     _pyarrow()
     import pyarrow.parquet as pq
 
-    table = pq.read_table(os.fspath(path))
-    _check(table)
+    path = os.fspath(path)
+    with _about(path):
+        table = pq.read_table(path)
+        _check(table)
     return table
 
 
@@ -111,9 +129,11 @@ def scan_parquet(path: str | os.PathLike[str], *, batch_size: int = 8192) -> pya
     pa = _pyarrow()
     import pyarrow.parquet as pq
 
-    file = pq.ParquetFile(os.fspath(path))
-    schema = file.schema_arrow
-    _check(schema.empty_table())
+    path = os.fspath(path)
+    with _about(path):
+        file = pq.ParquetFile(path)
+        schema = file.schema_arrow
+        _check(schema.empty_table())
     # Decoded on the replay's reader thread alone: the replay itself keeps one core busy, and pyarrow's own
     # threads would compete with it there.
     batches = file.iter_batches(batch_size=batch_size, use_threads=False)

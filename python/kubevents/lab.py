@@ -29,10 +29,11 @@ Memory: a replay without metrics holds the correlator's bounded caches and nothi
 for the whole process over 1M or 5M events about distinct objects). The metrics are exact, so they keep what
 they count: each distinct (object, reason, message) and (object, reason), each object's window of writes, and
 each event with skipped occurrences waiting to be reported; about 250-330 bytes per distinct object and
-message. Measured (BENCHMARKS.md, run 17) with ``simulate(path, metrics=True)`` over the ``unique`` workload, a
-new object and message for every event: a 354-377 MB peak at 1M events, 1.29 GB at 5M; over 1M events of the
-``mixed`` workload (5000 objects) 66-73 MB. ``per_object=True`` adds totals and a summary for each object (1.06-
-1.08 GB at 1M objects). A sweep holds this once per replay running at a time, besides the trace itself.
+message. Measured (BENCHMARKS.md, "Memory of the replay metrics") with ``simulate(path, metrics=True)`` over
+the ``unique`` workload, a new object and message for every event: a 354-377 MB peak at 1M events, 1.29 GB at
+5M; over 1M events of the ``mixed`` workload (5000 objects) 66-73 MB. ``per_object=True`` adds totals and a
+summary for each object (1.06-1.08 GB at 1M objects). A sweep holds this once per replay running at a time,
+besides the trace itself.
 """
 
 from __future__ import annotations

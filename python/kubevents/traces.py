@@ -525,15 +525,21 @@ def from_kubectl(path_or_obj: str | os.PathLike[str] | Mapping[str, Any] | list[
     The dump holds what reached the API server, so occurrences that a client's spam filter dropped are not in
     it. The records come in time order (ties keep the dump's order).
 
-    The dump is read and checked at once: a field of the wrong type raises ``TypeError`` and a bad value
-    ``ValueError``, naming the item and the field (``items[3].count``); a count above ``MAX_COUNT`` (one
-    million) is refused. The occurrences are made only as the returned ``KubectlTrace`` is iterated, which
-    ``simulate``, ``sweep`` and the plots do.
+    The dump is read and checked at once: a file that is not JSON raises ``ValueError`` naming it and the line;
+    a field of the wrong type raises ``TypeError`` and a bad value ``ValueError``, naming the item and the field
+    (``items[3].count``); a count above ``MAX_COUNT`` (one million) is refused. The occurrences are made only as
+    the returned ``KubectlTrace`` is iterated, which ``simulate``, ``sweep`` and the plots do.
     """
     obj = path_or_obj
     if isinstance(obj, (str, os.PathLike)):
-        with open(obj, encoding="utf-8") as f:
-            obj = json.load(f)
+        path = os.fspath(obj)
+        with open(path, encoding="utf-8") as f:
+            try:
+                obj = json.load(f)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}: line {e.lineno} column {e.colno}: {e.msg}") from None
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     if isinstance(obj, Mapping):
         if "items" not in obj:
             raise ValueError("expected a List with 'items' (kubectl get events -A -o json)")

@@ -20,12 +20,18 @@ impl From<Error> for PyErr {
                     Err(other) => PyRuntimeError::new_err(other.to_string()),
                 },
             },
-            Error::Trace { line, source } => match *source {
-                // A Python error raised while iterating a trace keeps its class; only core errors get the line.
-                Error::External(inner) => PyErr::from(Error::External(inner)),
-                Error::Io(io) => PyOSError::new_err(format!("line {line}: {io}")),
-                inner => new_err(&inner, format!("line {line}: {inner}")),
-            },
+            Error::Trace { file, line, source } => {
+                let at = match file {
+                    Some(file) => format!("{file}: line {line}"),
+                    None => format!("line {line}"),
+                };
+                match *source {
+                    // A Python error raised while iterating a trace keeps its class; only core errors get the line.
+                    Error::External(inner) => PyErr::from(Error::External(inner)),
+                    Error::Io(io) => PyOSError::new_err(format!("{at}: {io}")),
+                    inner => new_err(&inner, format!("{at}: {inner}")),
+                }
+            }
             e => new_err(&e, e.to_string()),
         }
     }

@@ -26,7 +26,7 @@ use pyo3::prelude::*;
 
 // Rust allocations of the extension only (Python keeps its own). Events are allocated on the recording
 // thread and freed on a sink's: glibc malloc then takes its slow paths on both sides; mimalloc frees across
-// threads cheaply. Measured in BENCHMARKS.md (run 13).
+// threads cheaply (BENCHMARKS.md, "Why the code is as it is").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

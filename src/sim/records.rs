@@ -34,7 +34,7 @@ impl Records {
     pub fn open(path: &Path) -> Result<Records> {
         let file = File::open(path)
             .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))))?;
-        Ok(Records::File(JsonLines::new(BufReader::new(file))))
+        Ok(Records::File(JsonLines::named(BufReader::new(file), &path.display().to_string())))
     }
 
     /// Replays the next `BATCH` records, or the rest, through `sim`, handing each step to `each`; false once

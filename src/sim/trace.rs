@@ -15,6 +15,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::BufRead;
+use std::sync::Arc;
 
 use serde::de::{Deserializer, Visitor};
 use serde::Deserialize;
@@ -142,6 +143,10 @@ fn line_error(line: &str, first: serde_json::Error) -> Error {
     let msg = e.to_string();
     // serde_json appends " at line L column C"; the line is the trace's, so drop that part.
     let msg = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]);
+    if e.is_syntax() || e.is_eof() {
+        // Not JSON: no field to name (its path would read "?"), but the column shows where.
+        return Error::value("", format!("{msg} at column {}", e.column()));
+    }
     let field = if path == "." { String::new() } else { format!("{path}: ") };
     match msg.strip_prefix("invalid type: ").and_then(|m| m.split_once(", expected ")) {
         Some((got, expected)) => {
@@ -162,16 +167,31 @@ fn parse_error(line: &str, fast: sonic_rs::Error) -> Error {
     }
 }
 
-/// Reads records from JSON Lines, skipping blank lines; errors carry the 1-based line number.
+/// Reads records from JSON Lines, skipping blank lines; errors carry the 1-based line number, and the file's
+/// name when it has one.
 pub struct JsonLines<R> {
     reader: R,
     line: String,
     line_no: u64,
+    name: Option<Arc<str>>,
 }
 
 impl<R: BufRead> JsonLines<R> {
     pub fn new(reader: R) -> Self {
-        JsonLines { reader, line: String::with_capacity(512), line_no: 0 }
+        JsonLines { reader, line: String::with_capacity(512), line_no: 0, name: None }
+    }
+
+    /// Lines read from the file `name`, which errors then name.
+    pub fn named(reader: R, name: &str) -> Self {
+        JsonLines { name: Some(Arc::from(name)), ..JsonLines::new(reader) }
+    }
+
+    fn error(&self, e: Error) -> Error {
+        let e = e.at_line(self.line_no);
+        match &self.name {
+            Some(name) => e.in_file(name),
+            None => e,
+        }
     }
 }
 
@@ -184,14 +204,16 @@ impl<R: BufRead> JsonLines<R> {
             match self.reader.read_line(&mut self.line) {
                 Ok(0) => return None,
                 Ok(_) => {}
-                Err(e) => return Some(Err(Error::from(e).at_line(self.line_no))),
+                Err(e) => return Some(Err(self.error(Error::from(e)))),
             }
             if !self.line.trim().is_empty() {
                 break;
             }
         }
-        let (line, line_no) = (self.line.trim(), self.line_no);
-        Some(sonic_rs::from_str(line).map_err(|e| parse_error(line, e).at_line(line_no)))
+        match sonic_rs::from_str(self.line.trim()) {
+            Ok(record) => Some(Ok(record)),
+            Err(e) => Some(Err(self.error(parse_error(self.line.trim(), e)))),
+        }
     }
 }
 
@@ -223,12 +245,27 @@ mod tests {
     }
 
     #[test]
+    fn a_line_that_is_not_json_says_where_and_names_the_file() {
+        let err = JsonLines::new("{oops\n".as_bytes()).next_record().unwrap().unwrap_err();
+        assert_eq!(err.to_string(), "line 1: key must be a string at column 2");
+        let text = format!("{LINE}\n\n{{\"t_ns\": 1,\n");
+        let mut lines = JsonLines::named(text.as_bytes(), "trace.jsonl");
+        lines.next_record().unwrap().unwrap();
+        let err = lines.next_record().unwrap().unwrap_err();
+        assert!(matches!(&err, Error::Trace { line: 3, source, .. } if matches!(**source, Error::Value { .. })));
+        assert_eq!(err.to_string(), "trace.jsonl: line 3: EOF while parsing a value at column 11");
+    }
+
+    #[test]
     fn errors_name_the_line_and_the_problem() {
         let text = format!("{LINE}\n{{\"t_ns\": 1.5, \"involved\": {{}}}}\n");
         let mut lines = JsonLines::new(text.as_bytes());
         lines.next_record().unwrap().unwrap();
         let err = lines.next_record().unwrap().unwrap_err();
-        assert!(matches!(&err, Error::Trace { line: 2, source } if matches!(**source, Error::Type { .. })), "{err}");
+        assert!(
+            matches!(&err, Error::Trace { line: 2, source, file: None } if matches!(**source, Error::Type { .. })),
+            "{err}"
+        );
         assert_eq!(err.to_string(), "line 2: t_ns: expected i64, got 1.5");
         for (line, expected) in [
             (r#"{"t_ns": 1, "involved": {}, "reason": 5}"#, "line 1: reason: expected a string, got 5"),
