@@ -688,7 +688,6 @@ impl Writer {
             }
         }
     }
-
 }
 
 /// How long a thread waiting for work may wait before `at` on `clock`: until then on the system clock (at most

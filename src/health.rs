@@ -53,7 +53,10 @@ pub trait Reporter: Send + Sync {
 #[derive(Clone, Copy, Debug)]
 pub enum Step<'a> {
     /// Tried again in `in_nanos`; `tries_left` attempts remain (None: at the next round, as long as it lives).
-    Retry { in_nanos: i64, tries_left: Option<u32> },
+    Retry {
+        in_nanos: i64,
+        tries_left: Option<u32>,
+    },
     GiveUp(&'a Abandoned),
 }
 

@@ -51,6 +51,13 @@ impl<T: Send> Queue for Lane<T> {
     }
 }
 
+/// Under pressure, one recorder call in this many looks for drops at the watchers' queues: summing them
+/// takes their locks, and a queue of 1000 fills in more calls than that (`report_shut_down` looks too).
+pub const DROP_CHECK_EVERY: u64 = 64;
+
+/// How often at most the recorders of a broadcaster warn that they are dropping events.
+pub const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(10);
+
 /// The pipeline's settings.
 #[derive(Clone)]
 pub struct PipelineOptions {
@@ -109,6 +116,12 @@ pub struct Pipeline<I, O> {
     handler_errors: AtomicU64,
     recorder_waits: AtomicU64,
     after_shutdown: AtomicU64,
+    /// When the recorders last warned of drops.
+    pub(crate) last_drop_warning: Mutex<Option<Instant>>,
+    /// Drops at the watchers' queues warned about so far.
+    watcher_drops_warned: AtomicU64,
+    /// Recorder calls that found a watcher behind.
+    pressured_calls: AtomicU64,
 }
 
 /// A started watcher; `stop` ends it (what it had queued is discarded, as in client-go).
@@ -173,6 +186,9 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Pipeline<I, O> {
             handler_errors: AtomicU64::new(0),
             recorder_waits: AtomicU64::new(0),
             after_shutdown: AtomicU64::new(0),
+            last_drop_warning: Mutex::new(None),
+            watcher_drops_warned: AtomicU64::new(0),
+            pressured_calls: AtomicU64::new(0),
         }))
     }
 
@@ -192,6 +208,58 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Pipeline<I, O> {
             self.after_shutdown.fetch_add(1, Ordering::Relaxed);
         }
         queued
+    }
+
+    /// `record`, warning of a drop (a full incoming queue, or a broadcaster shut down); returns whether the
+    /// item was queued.
+    pub fn record_or_warn(&self, item: I) -> bool {
+        match self.record(item) {
+            Ok(true) => return true,
+            Ok(false) => self.warn_dropped("the incoming queue is full"),
+            Err(_) => self.warn_dropped("the broadcaster is shut down"),
+        };
+        false
+    }
+
+    /// The back-pressure choice after a queued event: true when some watcher is behind, and a caller that may
+    /// block should then `relieve`. Under pressure, one call in `DROP_CHECK_EVERY` also warns about drops at
+    /// the watchers' queues, which happen only then.
+    pub fn should_catch_up(&self) -> bool {
+        if !self.under_pressure() {
+            return false;
+        }
+        if self.pressured_calls.fetch_add(1, Ordering::Relaxed) % DROP_CHECK_EVERY == 0 {
+            self.warn_watcher_drops();
+        }
+        true
+    }
+
+    /// Warns about a drop, unless a drop warning came in the last `DROP_WARNING_INTERVAL`; returns whether it
+    /// did.
+    pub fn warn_dropped(&self, why: &str) -> bool {
+        let mut last = lock(&self.last_drop_warning);
+        if last.is_some_and(|t| t.elapsed() < DROP_WARNING_INTERVAL) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        let s = self.stats();
+        let watchers: u64 = s.dropped_watchers.iter().map(|(_, n)| n).sum();
+        self.reporter.warn(&format!(
+            "kubevents: {} is dropping events: {why} ({} dropped at the incoming queue, {watchers} at full watcher \
+             queues, {} after shutdown so far)",
+            self.options.name, s.dropped_incoming, s.dropped_after_shutdown
+        ));
+        true
+    }
+
+    /// Warns about drops at the watchers' queues (sinks included) not warned about yet.
+    pub fn warn_watcher_drops(&self) {
+        let total = self.watcher_drops();
+        if total > self.watcher_drops_warned.load(Ordering::Relaxed)
+            && self.warn_dropped("a watcher's queue is full (a sink or callback is behind)")
+        {
+            self.watcher_drops_warned.store(total, Ordering::Relaxed);
+        }
     }
 
     /// Some watcher is behind (its queue is more than half full).
@@ -217,7 +285,8 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Pipeline<I, O> {
     /// A new watcher lane named `<kind>-<n>`.
     pub fn watch(&self, kind: &str) -> Result<Arc<Lane<O>>> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let lane = self.mux.watch(format!("{kind}-{id}")).map_err(|_| Error::State("the broadcaster is shut down".into()))?;
+        let lane =
+            self.mux.watch(format!("{kind}-{id}")).map_err(|_| Error::State("the broadcaster is shut down".into()))?;
         lock(&self.watcher_lanes).push(lane.clone());
         Ok(lane)
     }

@@ -1,44 +1,23 @@
 //! client-go's `recorderImpl` (`tools/record/event.go`): a recorder stamps an occurrence with its source and
 //! the clock's time and queues it on its broadcaster, never waiting for a slow watcher. What it cannot queue
-//! is counted (by the broadcaster) and warned about, at most once every `DROP_WARNING_INTERVAL` for all the
-//! recorders of a broadcaster.
+//! is counted and warned about by the pipeline (`Pipeline::record_or_warn`).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use crate::broadcaster::{EventBroadcaster, Occurrence};
 use crate::error::{Error, Result};
 use crate::event::{EventSource, EventType, ObjectReference};
-use crate::sync::lock;
 use crate::time::Time;
 
-/// Under pressure, one recorder call in this many looks for drops at the watchers' queues: summing them
-/// takes their locks, and a queue of 1000 fills in more calls than that (`report_shut_down` looks too).
-const DROP_CHECK_EVERY: u64 = 64;
-
-/// How often at most the recorders of a broadcaster warn that they are dropping events.
-const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(10);
-
-/// A broadcaster and what its recorders share: the account of the drops they warned about.
+/// A broadcaster and its recorders.
 pub struct RecorderHub {
     broadcaster: EventBroadcaster,
-    last_drop_warning: Mutex<Option<Instant>>,
-    /// Drops at the watchers' queues warned about so far.
-    watcher_drops_warned: AtomicU64,
-    /// Recorder calls that found a watcher behind.
-    pressured_calls: AtomicU64,
 }
 
 impl RecorderHub {
     pub fn new(broadcaster: EventBroadcaster) -> Self {
-        RecorderHub {
-            broadcaster,
-            last_drop_warning: Mutex::new(None),
-            watcher_drops_warned: AtomicU64::new(0),
-            pressured_calls: AtomicU64::new(0),
-        }
+        RecorderHub { broadcaster }
     }
 
     pub fn broadcaster(&self) -> &EventBroadcaster {
@@ -66,37 +45,9 @@ impl RecorderHub {
     /// After a shutdown that finished: warns about the drops at the watchers' queues not warned about yet
     /// (if no drop warning came in the last `DROP_WARNING_INTERVAL`), then logs the shutdown's summary line.
     pub fn report_shut_down(&self) {
-        self.warn_watcher_drops();
-        self.broadcaster.pipeline().report_shutdown("shut down", 0);
-    }
-
-    /// Warns about a drop, unless a drop warning came in the last `DROP_WARNING_INTERVAL`; returns whether it
-    /// did.
-    fn warn_dropped(&self, why: &str) -> bool {
-        let mut last = lock(&self.last_drop_warning);
-        if last.is_some_and(|t| t.elapsed() < DROP_WARNING_INTERVAL) {
-            return false;
-        }
-        *last = Some(Instant::now());
-        let s = self.broadcaster.stats();
-        let s = s.pipeline;
-        let watchers: u64 = s.dropped_watchers.iter().map(|(_, n)| n).sum();
-        self.broadcaster.reporter().warn(&format!(
-            "dropping events: {why} ({} dropped at the incoming queue, {watchers} at full watcher queues, {} after \
-             shutdown so far)",
-            s.dropped_incoming, s.dropped_after_shutdown
-        ));
-        true
-    }
-
-    /// Warns about drops at the watchers' queues (sinks included) not warned about yet.
-    fn warn_watcher_drops(&self) {
-        let total = self.broadcaster.watcher_drops();
-        if total > self.watcher_drops_warned.load(Ordering::Relaxed)
-            && self.warn_dropped("a watcher's queue is full (a sink or callback is behind)")
-        {
-            self.watcher_drops_warned.store(total, Ordering::Relaxed);
-        }
+        let p = self.broadcaster.pipeline();
+        p.warn_watcher_drops();
+        p.report_shutdown("shut down", 0);
     }
 }
 
@@ -129,26 +80,14 @@ impl Recorder {
             None => broadcaster.clock().now()?,
         };
         let o = Occurrence { reference, annotations, type_, reason, message, time, source: self.source.clone() };
-        match broadcaster.record(o) {
-            Ok(true) => return Ok(true),
-            Ok(false) => self.hub.warn_dropped("the incoming queue is full"),
-            Err(_) => self.hub.warn_dropped("the broadcaster is shut down"),
-        };
-        Ok(false)
+        Ok(broadcaster.pipeline().record_or_warn(o))
     }
 
     /// The back-pressure choice after a queued event: true when some watcher is behind, and a caller that may
     /// block should then `catch_up`. Under pressure, one call in `DROP_CHECK_EVERY` also warns about drops at
     /// the watchers' queues, which happen only then.
     pub fn should_catch_up(&self) -> bool {
-        let hub = &*self.hub;
-        if !hub.broadcaster.under_pressure() {
-            return false;
-        }
-        if hub.pressured_calls.fetch_add(1, Ordering::Relaxed) % DROP_CHECK_EVERY == 0 {
-            hub.warn_watcher_drops();
-        }
-        true
+        self.hub.broadcaster.pipeline().should_catch_up()
     }
 
     /// Waits for the fast watchers that fell behind, up to the broadcaster's `catch_up_wait` (a watcher that

@@ -332,3 +332,57 @@ def test_module_docstring_example():
     import doctest
 
     assert doctest.testmod(kubevents.metrics).failed == 0
+
+
+def _pod(i):
+    return {**POD, "metadata": {**POD["metadata"], "name": f"p{i}"}}
+
+
+class _Outage(MemorySink):
+    """Refuses connections while ``down``."""
+
+    down = False
+
+    def create(self, event):
+        if self.down:
+            raise ConnectionRefusedError(111, "Connection refused")
+        return super().create(event)
+
+
+@pytest.mark.parametrize("api", ["core/v1", "events.k8s.io/v1"])
+def test_sink_health_gauges_say_when_events_last_reached_the_server(registry, api):
+    clock = FakeClock(1_700_000_000)
+    sink = _Outage()
+    name = f"health-{api}"
+    if api == "core/v1":
+        b = kubevents.Broadcaster(clock=clock, name=name)
+        rec = b.new_recorder("ctl")
+        record = lambda i: rec.eventf(_pod(i), "Normal", "Pulled", "pulled")  # noqa: E731
+    else:
+        b = kubevents.EventsBroadcaster(clock=clock, name=name)
+        rec = b.new_recorder("ctl", "ctl-1")
+        record = lambda i: rec.eventf(_pod(i), None, "Normal", "Pulled", "pull", "pulled")  # noqa: E731
+    b.start_recording_to_sink(sink)
+    up = ("kubevents_sink_up", (("sink", "sink-1"),))
+    last = ("kubevents_sink_last_success_timestamp_seconds", (("sink", "sink-1"),))
+    m = scrape(registry, name)
+    assert m[up] == 1 and last not in m, "no write yet: up, with no last success"
+    record(0)
+    assert b.wait_idle(10)
+    assert scrape(registry, name)[last] == 1_700_000_000
+    sink.down = True
+    clock.step(60)
+    record(1)
+    assert b.wait_idle(10)
+    m = scrape(registry, name)
+    assert m[up] == 0 and m[last] == 1_700_000_000
+    health = b.stats()["sinks"]["sink-1"]
+    assert health["failing_since"] == "2023-11-14T22:14:20Z"
+    assert (health["last_error"]["type"], health["last_error"]["status"]) == ("ConnectionRefusedError", None)
+    # What an alert on "no event reached the API server for 5 minutes" compares with the time.
+    sink.down = False
+    clock.step(20)
+    assert b.wait_idle(10)
+    m = scrape(registry, name)
+    assert m[up] == 1 and m[last] == 1_700_000_080
+    b.shutdown(timeout=10)

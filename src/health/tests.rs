@@ -104,7 +104,11 @@ fn events_given_up_are_counted_by_reason_with_an_example_and_a_debug_line_each()
     h.failed(&forbidden, Step::GiveUp(&why), Some(T0), 1, &|| "Pod web/late".into(), 0);
     let shown = lines.shown();
     assert_eq!(shown.len(), 2);
-    assert!(shown[1].contains("1000 events given up: 1000 rejected (HTTP 403); for example Pod web/api-1"), "{}", shown[1]);
+    assert!(
+        shown[1].contains("1000 events given up: 1000 rejected (HTTP 403); for example Pod web/api-1"),
+        "{}",
+        shown[1]
+    );
 }
 
 #[test]
@@ -170,10 +174,7 @@ fn the_snapshot_says_since_when_the_sink_fails_and_its_last_error() {
     assert_eq!((s.failing_since, s.last_success), (Some(Time(T0.0 + 5 * S)), Some(T0)));
     let e = s.last_error.unwrap();
     assert_eq!((e.kind.as_str(), e.status), ("MaxRetryError", None));
-    assert_eq!(
-        serde_json::to_value(h.snapshot()).unwrap()["failing_since"],
-        serde_json::json!("2024-01-01T00:00:05Z")
-    );
+    assert_eq!(serde_json::to_value(h.snapshot()).unwrap()["failing_since"], serde_json::json!("2024-01-01T00:00:05Z"));
 }
 
 #[test]

@@ -218,7 +218,14 @@ impl PyBroadcaster {
         fn arg(py: Python<'_>, e: Arc<Event>) -> PyResult<Bound<'_, PyAny>> {
             Ok(event_to_py(py, &e)?.into_any())
         }
-        let w = slf.get().shared.watching.start(slf.py(), "watcher", "event watcher callback", callback, Arc::clone, arg)?;
+        let w = slf.get().shared.watching.start(
+            slf.py(),
+            "watcher",
+            "event watcher callback",
+            callback,
+            Arc::clone,
+            arg,
+        )?;
         lifecycle::track(slf.as_any())?;
         Ok(w)
     }

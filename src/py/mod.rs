@@ -8,9 +8,9 @@ mod options;
 mod sim;
 // -- recording pipeline --
 mod broadcaster;
-mod pipeline;
 mod gil;
 mod lifecycle;
+mod pipeline;
 mod reference;
 mod sink;
 mod testing;

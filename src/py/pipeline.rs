@@ -137,7 +137,8 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Watching<I, O> {
     ) -> PyResult<PyWatcher> {
         self.guard.check()?;
         // A watcher thread must not keep the broadcaster alive: dropping it is what ends the thread.
-        let (pipeline, guard, turns) = (Arc::downgrade(&self.pipeline), Arc::downgrade(&self.guard), self.turns.clone());
+        let (pipeline, guard, turns) =
+            (Arc::downgrade(&self.pipeline), Arc::downgrade(&self.guard), self.turns.clone());
         let handler = move |items: &[O]| {
             let prepared: Vec<T> = items.iter().map(&prepare).collect();
             turns.attach(|py| {
@@ -161,12 +162,7 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Watching<I, O> {
     }
 
     /// Begins the shutdown (`begin`) and waits for its end; returns whether it ended within `timeout`.
-    pub fn shutdown(
-        &self,
-        py: Python<'_>,
-        timeout: Option<&Bound<'_, PyAny>>,
-        begin: impl FnOnce(),
-    ) -> PyResult<bool> {
+    pub fn shutdown(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>, begin: impl FnOnce()) -> PyResult<bool> {
         self.guard.check()?;
         let timeout = timeout_arg(timeout)?;
         self.guard.refuse_on_sink_loop(py, "shutdown()")?;

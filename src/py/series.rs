@@ -29,8 +29,8 @@ use crate::series::{
     make_event_v1, structured_line, EngineOptions, EventV1, EventV1Input, EventsBroadcaster, EventsOptions, Host,
     SinkV1, DEFAULT_CACHE_SIZE,
 };
-use crate::time::Time;
 use crate::sink::{RetryPolicy, WriteError, DEFAULT_MAX_TRIES, DEFAULT_SLEEP_NANOS};
+use crate::time::Time;
 use crate::watch::FullChannel;
 
 // The constructor's signature spells these defaults as literals, so that the stubs can show them.
@@ -293,7 +293,8 @@ impl PyEventsBroadcaster {
         let instance = match reporting_instance.filter(|i| !i.is_none()) {
             Some(i) => str_arg(i, "reporting_instance")?.to_str()?.to_owned(),
             None => {
-                let host: String = py.import(intern!(py, "socket"))?.call_method0(intern!(py, "gethostname"))?.extract()?;
+                let host: String =
+                    py.import(intern!(py, "socket"))?.call_method0(intern!(py, "gethostname"))?.extract()?;
                 format!("{controller}-{host}")
             }
         };

@@ -1,11 +1,15 @@
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 
 use super::*;
+use std::time::{Duration, Instant};
+
 use crate::broadcaster::{Options, Reporter, DEFAULT_CATCH_UP_WAIT};
 use crate::clock::FakeClock;
 use crate::correlator::{CorrelatorOptions, KeyFuncs};
 use crate::event::Event;
+use crate::pipeline::{DROP_CHECK_EVERY, DROP_WARNING_INTERVAL};
 use crate::sink::{EventSink, RetryPolicy, WriteError};
+use crate::sync::lock;
 use crate::watch::FullChannel;
 
 const START: Time = Time(1_704_067_200_000_000_000);
@@ -95,7 +99,7 @@ fn counts_and_warns_about_events_after_shutdown() {
     // The first drop is warned about, the second falls within the interval.
     assert_eq!(
         warnings.take(),
-        ["dropping events: the broadcaster is shut down (0 dropped at the incoming queue, 0 at full watcher queues, \
+        ["kubevents: Broadcaster-test is dropping events: the broadcaster is shut down (0 dropped at the incoming queue, 0 at full watcher queues, \
           1 after shutdown so far)"]
     );
 }
@@ -111,7 +115,7 @@ fn drop_warnings_are_rate_limited() {
     assert_eq!(warnings.take().len(), 1);
     // Once the interval has passed, the next drop is warned about again, with the count so far.
     let long_ago = Instant::now().checked_sub(DROP_WARNING_INTERVAL + Duration::from_secs(1));
-    *lock(&hub.last_drop_warning) = long_ago;
+    *lock(&hub.broadcaster().pipeline().last_drop_warning) = long_ago;
     record(&r, "a");
     record(&r, "a");
     let w = warnings.take();
@@ -162,12 +166,12 @@ fn back_pressure_and_watcher_drop_warnings() {
     };
     assert!(fill_until_dropped(0));
     warnings.take();
-    *lock(&hub.last_drop_warning) = None;
+    *lock(&hub.broadcaster().pipeline().last_drop_warning) = None;
     // The first pressured call looks for drops at the watchers' queues.
     assert!(r.should_catch_up());
     let w = warnings.take();
     assert_eq!(w.len(), 1, "{w:?}");
-    assert!(w[0].starts_with("dropping events: a watcher's queue is full"), "{w:?}");
+    assert!(w[0].starts_with("kubevents: Broadcaster-test is dropping events: a watcher's queue is full"), "{w:?}");
     // A watcher stuck in a batch is slow: never waited for.
     std::thread::sleep(Duration::from_millis(100));
     assert!(!r.catch_up());
@@ -176,7 +180,7 @@ fn back_pressure_and_watcher_drop_warnings() {
     let before = watcher.dropped();
     assert!(fill_until_dropped(before));
     warnings.take();
-    *lock(&hub.last_drop_warning) = None;
+    *lock(&hub.broadcaster().pipeline().last_drop_warning) = None;
     for _ in 1..DROP_CHECK_EVERY {
         assert!(r.should_catch_up());
     }

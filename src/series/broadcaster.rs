@@ -160,8 +160,8 @@ impl EventsBroadcaster {
             self.shared.truncated.fetch_add(1, Ordering::Relaxed);
         }
         let out = seen(&event);
-        let _ = p.record(event);
-        Ok((out, p.under_pressure()))
+        let queued = p.record_or_warn(event);
+        Ok((out, queued && p.should_catch_up()))
     }
 
     /// Why `start_recording_to_sink` would refuse now, if it would.

@@ -53,7 +53,6 @@ impl SinkV1 for Sink {
     fn patch(&mut self, event: &EventV1, _: &[u8], _: bool) -> Result<Option<EventV1>, WriteError> {
         self.call("patch", event)
     }
-
 }
 
 /// Counts the host's attachments.
@@ -227,7 +226,10 @@ fn retries_follow_the_classification_and_the_fake_clock() {
     let health = &b.stats().sinks.0[0].1;
     assert_eq!(health.failed_writes, 7);
     let reasons: Vec<(&str, u64)> = health.given_up.iter().map(|(r, n)| (r.as_str(), *n)).collect();
-    assert_eq!(reasons, [("not retryable", 1), ("rejected (HTTP 404)", 1), ("rejected (HTTP 409)", 1), ("rejected (HTTP 422)", 1)]);
+    assert_eq!(
+        reasons,
+        [("not retryable", 1), ("rejected (HTTP 404)", 1), ("rejected (HTTP 409)", 1), ("rejected (HTTP 422)", 1)]
+    );
     stop(&b);
 }
 
@@ -343,7 +345,8 @@ fn every_watcher_gets_every_event_and_the_sink_its_own_copy() {
     let b = started(&clock, &sink);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
-    let w = b.start_event_watcher("watcher", move |events| lock(&s).extend(events.iter().map(|e| e.reason.clone())))
+    let w = b
+        .start_event_watcher("watcher", move |events| lock(&s).extend(events.iter().map(|e| e.reason.clone())))
         .unwrap();
     record(&b, "a");
     record(&b, "b");
