@@ -3,18 +3,18 @@
 A sink is any object with ``create(event) -> dict`` and ``patch(event, patch: bytes) -> dict`` (plain or
 ``async def``), taking and returning core/v1 Events as dicts of the Kubernetes JSON shape. A method that
 raises tells the broadcaster what to do by the exception: one with an HTTP ``status`` (the official clients'
-``ApiException``, or :class:`ApiError`) is retried for 429 and 5xx and abandoned for any other status, a 404
+``ApiException``, or ``ApiError``) is retried for 429 and 5xx and abandoned for any other status, a 404
 on a patch turns into a create; ``TypeError`` and ``ValueError`` abandon the event; anything else (connection
 errors, timeouts) is retried. A method may return None to mean "written as sent".
 
-* :class:`CoreV1Sink` writes through the official ``kubernetes`` client's ``CoreV1Api``;
-* :class:`AsyncCoreV1Sink` through ``kubernetes_asyncio``'s (it runs on the asyncio loop that is running when
+* ``CoreV1Sink`` writes through the official ``kubernetes`` client's ``CoreV1Api``;
+* ``AsyncCoreV1Sink`` through ``kubernetes_asyncio``'s (it runs on the asyncio loop that is running when
   the broadcaster starts recording to it);
-* :class:`MemorySink` keeps what the API server would hold, for tests and notebooks.
+* ``MemorySink`` keeps what the API server would hold, for tests and notebooks.
 
 Neither client is imported by this module: the sinks use the API object they are given. Neither client has a
 request timeout of its own, so the client sinks pass one on every call: ``request_timeout`` seconds,
-:data:`DEFAULT_REQUEST_TIMEOUT` (30 s) unless given. A request that times out raises the client's timeout error
+``DEFAULT_REQUEST_TIMEOUT`` (30 s) unless given. A request that times out raises the client's timeout error
 (urllib3's ``ReadTimeoutError``, or ``TimeoutError`` from aiohttp), which the broadcaster retries.
 
 A namespace, or a name that goes into the URL (a patch's), of ``"."`` or ``".."`` or containing ``"/"`` or
@@ -138,7 +138,7 @@ def _validation_errors(event: dict[str, Any], name: str) -> list[tuple[str, str,
 
 class MemorySink:
     """Keeps events as an API server would, and refuses what it would refuse with the same status and
-    ``Status`` body (:class:`ApiError`, its ``body``):
+    ``Status`` body (``ApiError``, its ``body``):
 
     * a create in a namespace that does not exist: 404 ``namespaces "x" not found`` (only if ``namespaces`` is
       given: the namespaces that exist; by default every namespace does);
@@ -232,7 +232,7 @@ class CoreV1Sink(_CoreV1Client):
     ``EventSinkImpl``; returns the server's event as a dict. Unlike client-go's REST client, the Python
     client does not retry 429 and 5xx answers itself; the broadcaster does (see the module docs).
 
-    ``request_timeout`` (seconds, default :data:`DEFAULT_REQUEST_TIMEOUT`, 30) bounds each request; a request
+    ``request_timeout`` (seconds, default ``DEFAULT_REQUEST_TIMEOUT``, 30) bounds each request; a request
     that times out is retried by the broadcaster.
     """
 
@@ -252,10 +252,10 @@ class CoreV1Sink(_CoreV1Client):
 
 
 class AsyncCoreV1Sink(_CoreV1Client):
-    """:class:`CoreV1Sink` for ``kubernetes_asyncio``: ``AsyncCoreV1Sink(kubernetes_asyncio.client.CoreV1Api())``.
+    """``CoreV1Sink`` for ``kubernetes_asyncio``: ``AsyncCoreV1Sink(kubernetes_asyncio.client.CoreV1Api())``.
 
     Start recording to it from a coroutine: its calls run on that coroutine's event loop. ``request_timeout``
-    (seconds, default :data:`DEFAULT_REQUEST_TIMEOUT`, 30) bounds each request, as for :class:`CoreV1Sink`.
+    (seconds, default ``DEFAULT_REQUEST_TIMEOUT``, 30) bounds each request, as for ``CoreV1Sink``.
     """
 
     async def create(self, event: dict[str, Any]) -> dict[str, Any]:
