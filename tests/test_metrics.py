@@ -7,7 +7,6 @@ import gc
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from pleg_fakes import C, FakeRuntime, pod, wait_for
@@ -313,18 +312,18 @@ e.shutdown()
     assert (p.stdout, p.returncode) == ("0 True True\n", 0), p.stderr
 
 
-def test_the_readme_lines_register_and_serve(monkeypatch):
+def test_the_guide_lines_register_and_serve(monkeypatch):
     import prometheus_client
 
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "start_http_server" in b)
+    from docs_examples import example
+
     ports = []
     monkeypatch.setattr(prometheus_client, "start_http_server", lambda port, *a, **k: ports.append(port))
-    exec(compile(block, "README.md", "exec"), {})
+    example("docs/guides/metrics.md", "start_http_server").run()
     assert ports == [8000]
-    b = kubevents.Broadcaster(name="readme")
+    b = kubevents.Broadcaster(name="guide")
     text = generate_latest(prometheus_client.REGISTRY).decode()
-    assert 'kubevents_events_received_total{component="Broadcaster",name="readme"} 0.0' in text
+    assert 'kubevents_events_received_total{component="Broadcaster",name="guide"} 0.0' in text
     del b
 
 

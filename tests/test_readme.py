@@ -1,25 +1,7 @@
-"""The README's Python example runs as written and prints what it claims, and its examples type-check."""
+"""The README names the two set-up commands, links to the site, and its example prints what its comments say
+(tests/test_docs.py runs and type-checks every example of the README and the site)."""
 
-import re
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
-
-README = Path(__file__).resolve().parent.parent / "README.md"
-
-
-def test_readme_example_runs(capsys):
-    text = README.read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert blocks, "README has no python example"
-    exec(compile(blocks[0], "README.md", "exec"), {})
-    out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("create api-0.")
-    assert out[1].startswith("patch api-0.") and '"count":2' in out[1]
-    assert out[2].startswith("patch api-0.") and '"count":3' in out[2]
-    assert "'events': " in out[3] and "'creates': " in out[3]
+from docs_examples import README, example
 
 
 def test_readme_names_the_two_setup_commands():
@@ -28,10 +10,16 @@ def test_readme_names_the_two_setup_commands():
     assert "pip install '.[test]' && pytest" in text
 
 
-@pytest.mark.parametrize("index", range(len(re.findall(r"```python\n", README.read_text()))))
-def test_readme_examples_pass_mypy(index, tmp_path):
-    block = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)[index]
-    path = tmp_path / f"readme_{index}.py"
-    path.write_text(block)
-    p = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", str(path)], capture_output=True, text=True)
-    assert p.returncode == 0, p.stdout + p.stderr
+def test_readme_links_to_the_site_and_says_how_to_build_it():
+    text = README.read_text()
+    assert "](https://kubevents.github.io/kubevents/)" in text
+    assert "pip install '.[docs]' && mkdocs build --strict" in text
+
+
+def test_readme_example_prints_what_it_claims(capsys):
+    example("README.md", "Broadcaster").run()
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith('Event(v1.ObjectReference{Kind:"Pod", Namespace:"prod", Name:"web-0"')
+    assert out[0].endswith("reason: 'BackOff' Back-off restarting app")
+    assert out[-2] == "3 Back-off restarting app ['create', 'patch', 'patch']"
+    assert out[-1] == "1 2"

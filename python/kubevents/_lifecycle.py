@@ -1,7 +1,7 @@
 """What kubevents does when the interpreter exits or the process forks.
 
 At exit (``atexit``), every broadcaster and PLEG that started threads and is still alive is flushed: it stops
-taking events and delivers what it holds, all of them together within :data:`exit_timeout` seconds. Then
+taking events and delivers what it holds, all of them together within ``exit_timeout`` seconds. Then
 kubevents' threads stop touching Python, so that the interpreter can finalize around them: a thread still in a
 sink call parks for good when the call returns, as CPython stops its own daemon threads. What could not be
 delivered is logged once, as one warning on the ``kubevents`` logger.
@@ -35,7 +35,7 @@ _logger = logging.getLogger("kubevents")
 
 def set_exit_timeout(seconds: float) -> None:
     """Sets how long, in seconds, the exit hook waits in all for live broadcasters and PLEGs to deliver what
-    they hold (default :data:`DEFAULT_EXIT_TIMEOUT`); 0 delivers nothing at exit."""
+    they hold (default ``DEFAULT_EXIT_TIMEOUT``); 0 delivers nothing at exit."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise TypeError(f"exit timeout: expected seconds (a number), got {type(seconds).__name__}")
     if not 0 <= seconds < float("inf"):
@@ -45,7 +45,7 @@ def set_exit_timeout(seconds: float) -> None:
 
 
 def get_exit_timeout() -> float:
-    """The exit hook's time limit in seconds (see :func:`set_exit_timeout`)."""
+    """The exit hook's time limit in seconds (see ``set_exit_timeout``)."""
     return _exit_timeout
 
 

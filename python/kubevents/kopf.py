@@ -17,7 +17,7 @@ minutes, failed writes are retried (429, 5xx, connection errors), ``Broadcaster.
 and when the operator stops, kopf's cleanup stage writes what is still queued. kopf posts none of these events
 itself any more. ``settings.posting`` still decides *which* events there are (``enabled``, ``level``,
 ``loggers``); kubevents decides how they are written. The events are written with kopf's own API client and
-credentials (:class:`KopfSink`), on kopf's event loop.
+credentials (``KopfSink``), on kopf's event loop.
 
 As client-go does, an event is a core/v1 Event about the object kopf refers to (kind, apiVersion, namespace,
 name, uid), with source component ``component`` (default ``settings.posting.reporting_component``, ``"kopf"``),
@@ -40,7 +40,7 @@ against the kopf versions that the ``kopf`` extra allows):
 * ``kopf._core.engines.posting.settings_var``: the settings of the operator that is posting, to tell operators
   apart.
 * ``kopf._cogs.clients.auth``: ``vault_var`` (the operator's credentials), ``authenticated`` (a request with
-  them, re-authenticating on 401) and ``APIContext`` (its ``session`` and ``server``), for :class:`KopfSink`.
+  them, re-authenticating on 401) and ``APIContext`` (its ``session`` and ``server``), for ``KopfSink``.
 * ``kopf._cogs.clients.errors.check_response``: kopf's API errors, which carry the HTTP ``status`` that the
   broadcaster's retry rules read.
 """
@@ -81,7 +81,7 @@ _EVENT_TYPES = {"Normal": "Normal", "Debug": "Normal", "Warning": "Warning", "Er
 
 
 class BroadcasterOptions(TypedDict, total=False):
-    """The :class:`kubevents.Broadcaster` options that :func:`install` passes on, all of them: the correlator's
+    """The ``kubevents.Broadcaster`` options that ``install`` passes on, all of them: the correlator's
     (``burst``, ``qps``, ``max_events``, ``max_interval``, ``lru_cache_size``, the key functions), the retries
     (``max_tries``, ``sleep_duration``), the queues, the clock and the ``name`` of its metrics. Left out, an
     option keeps the broadcaster's default."""
@@ -109,11 +109,11 @@ class KopfSink:
     ``@kopf.on.login`` handlers), so the operator needs no second configuration.
 
     Creates with POST ``/api/v1/namespaces/<ns>/events`` and patches with a strategic merge patch, as
-    :class:`kubevents.sinks.AsyncCoreV1Sink`; an API error raises kopf's exception, whose HTTP ``status`` the
+    ``kubevents.sinks.AsyncCoreV1Sink``; an API error raises kopf's exception, whose HTTP ``status`` the
     broadcaster's retry rules read (a 401 first makes kopf log in again). Make it inside a kopf handler (it
-    takes the operator's credentials from there) and record to it on kopf's event loop; :func:`install`
+    takes the operator's credentials from there) and record to it on kopf's event loop; ``install``
     does both. ``request_timeout`` (seconds or a timedelta, default
-    :data:`kubevents.sinks.DEFAULT_REQUEST_TIMEOUT`) bounds each request.
+    ``kubevents.sinks.DEFAULT_REQUEST_TIMEOUT``) bounds each request.
     """
 
     def __init__(self, *, request_timeout: _DurationLike = DEFAULT_REQUEST_TIMEOUT) -> None:
@@ -245,13 +245,13 @@ def install(
     registry: kopf.OperatorRegistry | None = None,
     **options: Unpack[BroadcasterOptions],
 ) -> Broadcaster:
-    """Routes the operator's Kubernetes events through a new :class:`kubevents.Broadcaster` and returns it.
+    """Routes the operator's Kubernetes events through a new ``kubevents.Broadcaster`` and returns it.
 
     Call it once, from an ``async def`` ``@kopf.on.startup()`` handler, with the ``settings`` the handler was
     given: ``kubevents.kopf.install(settings)``. ``component`` and ``host`` are the events' source (default
     ``settings.posting.reporting_component``, ``"kopf"``, and no host); ``options`` go to the broadcaster
     (``burst=50``, ``qps=...``, ``max_events``, ``max_interval``, ``max_tries``, ``clock`` ...; see
-    :class:`BroadcasterOptions`). Events are written to ``sink`` (default :class:`KopfSink`: kopf's own API
+    ``BroadcasterOptions``). Events are written to ``sink`` (default ``KopfSink``: kopf's own API
     client and credentials) by ``workers`` concurrent writes, on kopf's event loop. When the operator stops,
     a cleanup handler (registered in ``registry``, default kopf's default registry, which is the one
     ``kopf run`` uses) writes what is queued, for at most ``flush_timeout`` (seconds or a timedelta).

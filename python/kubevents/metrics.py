@@ -5,7 +5,7 @@ The collector reads the counters each component keeps anyway (its ``stats()``) w
 an event costs nothing more. A component collected by the garbage collector leaves the metrics. Every series
 is labelled ``component`` (the class: ``Broadcaster``, ``EventsBroadcaster``, ``GenericPLEG``,
 ``EventedPLEG``) and ``name`` (a broadcaster's ``name=``; ``<class>-<n>`` otherwise). The PLEGs use the
-kubelet's metric names, help and buckets. docs/metrics.md lists every metric.
+kubelet's metric names, help and buckets. docs/guides/metrics.md lists every metric.
 
     >>> from prometheus_client import CollectorRegistry, generate_latest
     >>> import kubevents, kubevents.metrics

@@ -3,20 +3,20 @@
 A sink is any object with ``create(event) -> dict`` and ``patch(event, patch: bytes) -> dict`` (plain or
 ``async def``), taking and returning core/v1 Events as dicts of the Kubernetes JSON shape. A method that
 raises tells the broadcaster what to do by the exception: one with an HTTP ``status`` (the official clients'
-``ApiException``, or :class:`ApiError`) is retried for 429 and 5xx and abandoned for any other status, a 404
+``ApiException``, or ``ApiError``) is retried for 429 and 5xx and abandoned for any other status, a 404
 on a patch turns into a create; ``TypeError`` and ``ValueError`` abandon the event; anything else (connection
 errors, timeouts) is retried. A method may return None to mean "written as sent".
 
-* :class:`CoreV1Sink` writes through the official ``kubernetes`` client's ``CoreV1Api``;
-* :class:`AsyncCoreV1Sink` through ``kubernetes_asyncio``'s (it runs on the asyncio loop that is running when
+* ``CoreV1Sink`` writes through the official ``kubernetes`` client's ``CoreV1Api``;
+* ``AsyncCoreV1Sink`` through ``kubernetes_asyncio``'s (it runs on the asyncio loop that is running when
   the broadcaster starts recording to it);
-* :class:`EventsV1Sink` and :class:`AsyncEventsV1Sink` do the same for ``EventsBroadcaster``'s
+* ``EventsV1Sink`` and ``AsyncEventsV1Sink`` do the same for ``EventsBroadcaster``'s
   events.k8s.io/v1 events, through ``EventsV1Api``;
-* :class:`MemorySink` keeps what the API server would hold (of either API), for tests and notebooks.
+* ``MemorySink`` keeps what the API server would hold (of either API), for tests and notebooks.
 
 Neither client is imported by this module: the sinks use the API object they are given. Neither client has a
 request timeout of its own, so the client sinks pass one on every call: ``request_timeout`` (seconds or a
-timedelta, more than 0 and at most :data:`MAX_REQUEST_TIMEOUT`), :data:`DEFAULT_REQUEST_TIMEOUT` unless given.
+timedelta, more than 0 and at most ``MAX_REQUEST_TIMEOUT``), ``DEFAULT_REQUEST_TIMEOUT`` unless given.
 A request that times out raises the client's timeout error (urllib3's ``ReadTimeoutError``, or ``TimeoutError``
 from aiohttp), which the broadcaster retries.
 
@@ -130,7 +130,7 @@ def _validation_errors(event: dict[str, Any], name: str) -> list[tuple[str, str,
 
 class MemorySink:
     """Keeps events as an API server would, and refuses what it would refuse with the same status and
-    ``Status`` body (:class:`ApiError`, its ``body``):
+    ``Status`` body (``ApiError``, its ``body``):
 
     * a create in a namespace that does not exist: 404 ``namespaces "x" not found`` (only if ``namespaces`` is
       given: the namespaces that exist; by default every namespace does);
@@ -224,7 +224,7 @@ class CoreV1Sink(_CoreV1Client):
     ``EventSinkImpl``; returns the server's event as a dict. Unlike client-go's REST client, the Python
     client does not retry 429 and 5xx answers itself; the broadcaster does (see the module docs).
 
-    ``request_timeout`` (seconds or a timedelta, default :data:`DEFAULT_REQUEST_TIMEOUT`) bounds each
+    ``request_timeout`` (seconds or a timedelta, default ``DEFAULT_REQUEST_TIMEOUT``) bounds each
     request; a request that times out is retried by the broadcaster.
     """
 
@@ -244,11 +244,11 @@ class CoreV1Sink(_CoreV1Client):
 
 
 class AsyncCoreV1Sink(_CoreV1Client):
-    """:class:`CoreV1Sink` for ``kubernetes_asyncio``: ``AsyncCoreV1Sink(kubernetes_asyncio.client.CoreV1Api())``.
+    """``CoreV1Sink`` for ``kubernetes_asyncio``: ``AsyncCoreV1Sink(kubernetes_asyncio.client.CoreV1Api())``.
 
     Start recording to it from a coroutine: its calls run on that coroutine's event loop. ``request_timeout``
-    (seconds or a timedelta, default :data:`DEFAULT_REQUEST_TIMEOUT`) bounds each request, as for
-    :class:`CoreV1Sink`.
+    (seconds or a timedelta, default ``DEFAULT_REQUEST_TIMEOUT``) bounds each request, as for
+    ``CoreV1Sink``.
     """
 
     async def create(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -304,7 +304,7 @@ class EventsV1Sink:
     client's ``param_serialize``/``call_api``: their ``create_namespaced_event`` re-serializes ``eventTime``
     without microseconds when they are zero, which the API server's MicroTime parser rejects.
 
-    ``request_timeout`` (seconds or a timedelta, default :data:`DEFAULT_REQUEST_TIMEOUT`) bounds each request (the
+    ``request_timeout`` (seconds or a timedelta, default ``DEFAULT_REQUEST_TIMEOUT``) bounds each request (the
     client has no timeout of its own); a request that times out is retried by the broadcaster.
     """
 

@@ -24,7 +24,7 @@ KUBECONFIG_ENV = "KUBEVENTS_E2E_KUBECONFIG"
 HOW_TO_RUN = (
     f"set {KUBECONFIG_ENV} to the kubeconfig of a disposable cluster to run this against a real API server, e.g. "
     "`kind create cluster --name kubevents-e2e && kind get kubeconfig --name kubevents-e2e > /tmp/kubevents-e2e.yaml"
-    f" && {KUBECONFIG_ENV}=/tmp/kubevents-e2e.yaml pytest -m apiserver tests/integration` (docs/integration.md)"
+    f" && {KUBECONFIG_ENV}=/tmp/kubevents-e2e.yaml pytest -m apiserver tests/integration` (docs/guides/integration.md)"
 )
 
 
