@@ -381,8 +381,8 @@ impl SinkHealth {
         self.reporter.warn(&line);
     }
 
-    /// The sink's part of a shutdown summary: None when it never failed.
-    pub fn shutdown_text(&self) -> Option<String> {
+    /// The sink's part of a shutdown summary, and whether it gave events up; None when it never failed.
+    pub fn shutdown_text(&self) -> Option<(String, bool)> {
         let st = lock(&self.state);
         let s = &st.snapshot;
         if s.failed_writes == 0 {
@@ -398,7 +398,7 @@ impl SinkHealth {
                 let _ = write!(text, ", last error: {}", error_text(e));
             }
         }
-        Some(text)
+        Some((text, given_up > 0))
     }
 
     pub fn snapshot(&self) -> HealthSnapshot {

@@ -476,7 +476,8 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Pipeline<I, O> {
     /// The line a finished shutdown logs: what the sinks could not write, or that all was written (`label`:
     /// "shut down", "flushed at exit"). `undelivered` counts the events left behind.
     pub fn shutdown_line(&self, label: &str, undelivered: u64) -> (bool, String) {
-        let problems: Vec<String> = lock(&self.sinks).iter().filter_map(|(_, h)| h.shutdown_text()).collect();
+        let (problems, lost): (Vec<String>, Vec<bool>) =
+            lock(&self.sinks).iter().filter_map(|(_, h)| h.shutdown_text()).unzip();
         let drops = self.watcher_drops() + self.mux.dropped();
         let received = self.stats().received;
         let mut line = format!("kubevents: {} {label}: {} received", self.options.name, count(received, "event"));
@@ -486,7 +487,7 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Pipeline<I, O> {
         if undelivered > 0 {
             line.push_str(&format!(", {undelivered} not delivered in time"));
         }
-        let bad = !problems.is_empty() || drops > 0 || undelivered > 0;
+        let bad = lost.contains(&true) || drops > 0 || undelivered > 0;
         if problems.is_empty() {
             line.push_str(if lock(&self.sinks).is_empty() { "" } else { "; every sink wrote all it was given" });
         } else {

@@ -4,6 +4,7 @@ at shutdown; a line per event only at DEBUG. The README's "What an operator sees
 
 import logging
 import re
+from pathlib import Path
 
 import pytest
 
@@ -183,3 +184,40 @@ def test_a_healthy_shutdown_is_one_info_line(api, caplog):
     assert [(r.levelname, r.getMessage()) for r in records] == [
         ("INFO", f"kubevents: {p.b.name} shut down: 1 event received; every sink wrote all it was given")
     ]
+
+
+def _numbers_masked(line):
+    return re.sub(r"\d+(\.\d+)?", "N", line)
+
+
+def _text_block(path):
+    text = (Path(__file__).resolve().parent.parent / path).read_text()
+    block = text.split("```text\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.startswith(("WARNING ", "INFO "))]
+
+
+@pytest.mark.parametrize("path", ["README.md", "docs/guides/outage.md"])
+def test_the_documented_outage_is_what_the_log_shows(path, caplog):
+    # The documents' scenario: a minute's outage, 300 warnings, client-go's default retries. The first sleep is
+    # drawn at random, so the numbers vary from run to run; the lines do not.
+    class CoreV1Sink(FlakySink):
+        pass
+
+    clock = kubevents.FakeClock(1_764_300_000)
+    sink = CoreV1Sink()
+    b = kubevents.Broadcaster(clock=clock, name="my-controller")
+    b.start_recording_to_sink(sink)
+    rec = b.new_recorder("my-controller")
+    with caplog.at_level(logging.INFO, logger="kubevents"):
+        for step in range(120):
+            for i in range(step * 5 // 2, (step + 1) * 5 // 2):
+                rec.eventf(pod(i), "Warning", "BackOff", "Back-off restarting failed container %d", i)
+            clock.step(0.5)
+            assert b.wait_idle(10)
+        sink.down = False
+        for _ in range(60):
+            clock.step(0.5)
+            assert b.wait_idle(10)
+        b.shutdown(timeout=10)
+    shown = [f"{r.levelname} {r.getMessage().splitlines()[0]}" for r in caplog.records if r.name == "kubevents"]
+    assert [_numbers_masked(line) for line in shown] == [_numbers_masked(line) for line in _text_block(path)]

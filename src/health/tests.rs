@@ -95,8 +95,12 @@ fn events_given_up_are_counted_by_reason_with_an_example_and_a_debug_line_each()
     assert_eq!(h.snapshot().given_up.get("rejected (HTTP 403)"), Some(&1000));
     assert_eq!(
         h.shutdown_text().unwrap(),
-        "sink B-1/sink-1 (CoreV1Sink): 1000 failed writes, 1000 events given up (1000 rejected (HTTP 403)), last \
-         error: HTTP 403: Forbidden: events is forbidden"
+        (
+            "sink B-1/sink-1 (CoreV1Sink): 1000 failed writes, 1000 events given up (1000 rejected (HTTP 403)), \
+             last error: HTTP 403: Forbidden: events is forbidden"
+                .to_owned(),
+            true
+        )
     );
     // Ten seconds later, a summary is due at the next failure.
     clock.step(30 * S);
