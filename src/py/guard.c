@@ -35,8 +35,8 @@ PyObject *kubevents_guarded_vectorcall(PyObject *callable, PyObject *const *args
 
 /* Threads of kubevents' own that meet an abort during finalization anyway (CPython's thread exit unwinding
  * through frames of another Rust extension in a sink's call chain, such as pydantic-core under the official
- * client, which aborts) park too, instead of taking the process down: the exit hook sets this handler once
- * it has closed the gate. Other threads' aborts go to the handler that was there before. */
+ * client, which aborts) park too, instead of taking the process down: the exit hook sets this handler as it
+ * closes the gate. Other threads' aborts go to the handler that was there before. */
 static __thread int own_thread;
 static struct sigaction previous_abort;
 
