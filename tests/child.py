@@ -58,8 +58,8 @@ def ctrl_c_once_waiting():
 
 
 def interrupt_when_ready(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    """Runs ``code``, which calls ``when_waiting(ready)`` before the call that blocks, and sends it SIGINT
-    from this process once ``ready`` has printed ``ready``: once the call waits."""
+    """Runs ``code``, which calls ``when_waiting(ready)`` just before the call that blocks, and sends it SIGINT
+    once that call waits (``ready`` prints ``ready`` then)."""
     prelude = CTRL_C + "def ready():\n    print('ready', flush=True)\n"
     p = subprocess.Popen(
         [sys.executable, "-u", "-c", prelude + textwrap.dedent(code)],
