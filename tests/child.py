@@ -5,7 +5,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -32,17 +31,46 @@ def assert_clean(p: subprocess.CompletedProcess, code: int = 0, stdout: str | No
         assert p.stdout.split() == stdout.split(), p.stdout + p.stderr
 
 
+# For a child's code (prepend it): Ctrl-C once the wait it means to interrupt has begun. A signal sent before
+# would raise KeyboardInterrupt in the plain code around the call instead. kubevents is imported on the
+# watching thread only, so that a child's atexit handlers registered before its own import stay first.
+CTRL_C = """
+def when_waiting(then, timeout=60):
+    \"\"\"Calls ``then()``, on a thread of its own, once a kubevents wait that Ctrl-C interrupts has begun.\"\"\"
+    import threading, time
+
+    def watch():
+        from kubevents import _native
+        deadline = time.monotonic() + timeout
+        while not _native._interruptible_waits():
+            if time.monotonic() > deadline:
+                print("no wait began", flush=True)
+                return
+            time.sleep(0.001)
+        then()
+
+    threading.Thread(target=watch, daemon=True).start()
+
+def ctrl_c_once_waiting():
+    import os, signal
+    when_waiting(lambda: os.kill(os.getpid(), signal.SIGINT))
+"""
+
+
 def interrupt_when_ready(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    """Runs ``code``, which prints ``ready`` before it blocks, and sends it SIGINT once it has."""
+    """Runs ``code``, which calls ``when_waiting(ready)`` just before the call that blocks, and sends it SIGINT
+    once that call waits (``ready`` prints ``ready`` then)."""
+    prelude = CTRL_C + "def ready():\n    print('ready', flush=True)\n"
     p = subprocess.Popen(
-        [sys.executable, "-u", "-c", textwrap.dedent(code)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-u", "-c", prelude + textwrap.dedent(code)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert p.stdout is not None
         line = p.stdout.readline()
         assert line.strip() == "ready", line + (p.stderr.read() if p.stderr else "")
-        # The blocking call comes right after the line; a signal before it would be handled by the plain code.
-        time.sleep(0.3)
         os.kill(p.pid, signal.SIGINT)
         out, err = p.communicate(timeout=timeout)
         return subprocess.CompletedProcess(p.args, p.returncode, line + out, err)

@@ -201,7 +201,7 @@ def test_ctrl_c_interrupts_a_wait_behind_a_hanging_sink(call):
         b.start_recording_to_sink(Sink())
         b.new_recorder("c").eventf({{"kind": "Pod", "namespace": "ns", "name": "p", "uid": "u"}}, "Normal", "R", "m")
         started.wait()
-        print("ready")
+        when_waiting(ready)
         try:
             {call}
         except KeyboardInterrupt:

@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from child import assert_clean, run
+from child import CTRL_C, assert_clean, run
 
 import kubevents
 from kubevents.sinks import ApiError, MemorySink
@@ -20,7 +20,7 @@ T0 = 1_704_067_200
 POD = {"kind": "Pod", "namespace": "ns", "name": "p", "apiVersion": "v1"}
 
 # Prepended to every child's code.
-PRELUDE = """
+PRELUDE = CTRL_C + """
 import asyncio, gc, os, signal, sys, threading, time
 POD = {"kind": "Pod", "namespace": "ns", "name": "p", "apiVersion": "v1"}
 
@@ -53,17 +53,6 @@ class HangingSink(NullSink):
     def create(self, event):
         self.entered.set()
         self.release.wait(60)
-
-def pester():
-    \"\"\"Ctrl-C every 100 ms until the returned event is set.\"\"\"
-    done = threading.Event()
-
-    def run():
-        while not done.wait(0.1):
-            os.kill(os.getpid(), signal.SIGINT)
-
-    threading.Thread(target=run, daemon=True).start()
-    return done
 """
 
 
@@ -324,12 +313,11 @@ def test_ctrl_c_interrupts_a_wait_behind_a_hanging_sink(method):
     b.start_recording_to_sink(sink)
     b.new_recorder("c", "i").eventf(POD, None, "Normal", "r", "a", "n")
     sink.entered.wait(30)
-    done = pester()
+    ctrl_c_once_waiting()
     try:
         b.{method}()
         print("returned")
     except KeyboardInterrupt:
-        done.set()
         print("interrupted")
     sink.release.set()
     print(b.shutdown(timeout=30)["writes_ok"])

@@ -1,8 +1,12 @@
-"""A broadcaster that is dropped without a shutdown still ends its threads."""
+"""A broadcaster that is dropped without a shutdown still ends its threads; the exit hook's abort handler."""
 
 import gc
 import os
+import signal
 import time
+
+import pytest
+from child import run
 
 import kubevents
 from kubevents.sinks import MemorySink
@@ -39,3 +43,20 @@ def test_dropping_a_broadcaster_ends_its_threads():
         time.sleep(0.01)
     assert os_threads() == before
     assert len(sink) == 1 and len(lines) == 1
+
+
+@pytest.mark.parametrize("before", ["", "import faulthandler; faulthandler.enable()"], ids=["default", "faulthandler"])
+def test_closing_the_gate_twice_leaves_an_abort_elsewhere_to_the_handler_before(before):
+    # Closing the gate (the exit hook does) installs a SIGABRT handler for kubevents' own threads. Installed a
+    # second time, it would hand the main thread's abort on to itself, forever: the child would hang.
+    p = run(f"""
+        {before}
+        import os
+        from kubevents import _native
+        _native._close_gate(0)
+        _native._close_gate(0)
+        os.abort()
+    """, timeout=30)
+    assert p.returncode == -signal.SIGABRT, (p.returncode, p.stderr)
+    # faulthandler's handler, the one before, ran.
+    assert ("Fatal Python error: Aborted" in p.stderr) == bool(before), p.stderr

@@ -9,7 +9,7 @@ import textwrap
 import threading
 
 import pytest
-from child import assert_clean, run
+from child import CTRL_C, assert_clean, run
 from pleg_fakes import C, E, FakeRuntime, pod, wait_for
 
 from kubevents import FakeClock
@@ -430,8 +430,8 @@ def test_get_newer_than_times_out_and_leaves_no_waiter():
     assert cache.waiters == 0
 
 
-INTERRUPT = """
-import os, signal, threading, time
+INTERRUPT = CTRL_C + """
+import threading
 from kubevents import FakeClock
 from kubevents.pleg import GenericPLEG, PodCache
 
@@ -444,13 +444,6 @@ class Runtime:
         entered.set()
         release.wait(120)
         return {"id": pod["id"]}
-
-def ctrl_c_once_waiting(after=entered):
-    def send():
-        after.wait(60)
-        time.sleep(0.2)  # for the main thread to be inside the call that waits
-        os.kill(os.getpid(), signal.SIGINT)
-    threading.Thread(target=send, daemon=True).start()
 
 def interrupted(call):
     try:
@@ -472,8 +465,8 @@ def interrupted(call):
         "pleg = GenericPLEG(Runtime(), cache=PodCache(), clock=FakeClock(0), inspect_concurrency=2); "
         "ctrl_c_once_waiting(); print(interrupted(pleg.relist))",
         # The channel and the cache.
-        "entered.set(); ctrl_c_once_waiting(); print(interrupted(pleg.watch().recv))",
-        "entered.set(); ctrl_c_once_waiting(); print(interrupted(lambda: pleg.cache.get_newer_than('h', 10)))",
+        "ctrl_c_once_waiting(); print(interrupted(pleg.watch().recv))",
+        "ctrl_c_once_waiting(); print(interrupted(lambda: pleg.cache.get_newer_than('h', 10)))",
     ],
     ids=["stop", "relist-lock", "relist-inspections", "recv", "get_newer_than"],
 )

@@ -1119,13 +1119,17 @@ def replay_grid(
 def _check_grid(grid: Iterable[Mapping[str, float]]) -> None:
     """Checks every entry of ``grid`` as ``replay_grid`` does, without replaying anything."""
 
-__all__ += ["_after_fork_in_child", "_close_gate"]
+__all__ += ["_after_fork_in_child", "_close_gate", "_interruptible_waits"]
 
 def _close_gate(timeout: float) -> int:
     """Exit hook: stops kubevents' threads from taking the GIL; waits up to ``timeout`` for those inside."""
 
 def _after_fork_in_child() -> None:
     """Fork hook: the objects made before the fork refuse to be used in the child."""
+
+def _interruptible_waits() -> int:
+    """How many threads are in a wait that Ctrl-C interrupts: a SIGINT sent from now on raises
+    ``KeyboardInterrupt`` out of such a wait. For tests, to send Ctrl-C once the wait has begun."""
 
 __all__ += ["_live_components"]
 

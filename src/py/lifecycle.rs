@@ -1,6 +1,8 @@
 //! The interpreter's life as kubevents' threads see it: exit, fork and Ctrl-C, on the core's exit gate
 //! (`crate::gate`). The exit hook (`kubevents._lifecycle`) first flushes what is live, then closes the gate.
 
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyRuntimeError;
@@ -18,8 +20,7 @@ pub fn attach<R>(f: impl FnOnce(Python<'_>) -> R) -> R {
         return Python::attach(f);
     }
     let Some(pass) = gate::enter_thread() else { park_forever() };
-    // SAFETY: sets a thread-local flag.
-    unsafe { kubevents_mark_own_thread() };
+    shim::mark_own_thread();
     match Python::try_attach(f) {
         Some(r) => r,
         None => {
@@ -35,20 +36,53 @@ pub fn detach<R: Send>(py: Python<'_>, f: impl Send + FnOnce() -> R) -> R {
     let step = Step::out();
     let r = py.detach(|| step.run(f));
     step.back_in();
+    if IN_CORE_WAIT.get() {
+        IN_CORE_WAIT.set(false);
+        WAITING.fetch_sub(1, SeqCst);
+    }
     r
 }
 
-extern "C" {
-    /// `PyObject_Vectorcall` under a cancellation cleanup buffer (`src/py/guard.c`).
-    fn kubevents_guarded_vectorcall(
-        callable: *mut ffi::PyObject,
-        args: *mut *mut ffi::PyObject,
-        nargs: usize,
-    ) -> *mut ffi::PyObject;
-    /// Marks the calling thread as one of kubevents' own, for `kubevents_contain_aborts`.
-    fn kubevents_mark_own_thread();
-    /// From now on an abort on a thread of kubevents' own parks that thread instead (see guard.c).
-    fn kubevents_contain_aborts() -> i32;
+/// `src/py/guard.c`, built for the Pythons that end a thread taking the GIL during finalization (build.rs).
+#[cfg(exit_shim)]
+mod shim {
+    use pyo3::ffi;
+
+    extern "C" {
+        /// `PyObject_Vectorcall` under a cancellation cleanup buffer.
+        #[link_name = "kubevents_guarded_vectorcall"]
+        pub fn vectorcall(
+            callable: *mut ffi::PyObject,
+            args: *const *mut ffi::PyObject,
+            nargsf: usize,
+            kwnames: *mut ffi::PyObject,
+        ) -> *mut ffi::PyObject;
+        fn kubevents_mark_own_thread();
+        fn kubevents_contain_aborts() -> i32;
+    }
+
+    /// Marks the calling thread as one of kubevents' own, for `contain_aborts`.
+    pub fn mark_own_thread() {
+        // SAFETY: sets a thread-local flag.
+        unsafe { kubevents_mark_own_thread() };
+    }
+
+    /// From now on an abort on a thread of kubevents' own parks that thread instead; only the first call
+    /// installs the handler.
+    pub fn contain_aborts() {
+        // SAFETY: installs, once, a SIGABRT handler that is async-signal-safe.
+        unsafe { kubevents_contain_aborts() };
+    }
+}
+
+/// From 3.14 CPython parks a thread that takes the GIL during finalization itself.
+#[cfg(not(exit_shim))]
+mod shim {
+    pub use pyo3::ffi::PyObject_Vectorcall as vectorcall;
+
+    pub fn mark_own_thread() {}
+
+    pub fn contain_aborts() {}
 }
 
 /// `f(*args)` for a thread of kubevents' own (a sink, callback, logger or runtime call): should CPython end
@@ -65,13 +99,45 @@ pub fn call<'py, const N: usize>(f: &Bound<'py, PyAny>, args: [&Bound<'py, PyAny
     // and the result is a new reference, or NULL with the exception set.
     unsafe {
         let args = slots.as_mut_ptr().add(1);
-        let out = kubevents_guarded_vectorcall(f.as_ptr(), args, N | ffi::PY_VECTORCALL_ARGUMENTS_OFFSET);
+        let out = shim::vectorcall(f.as_ptr(), args, N | ffi::PY_VECTORCALL_ARGUMENTS_OFFSET, std::ptr::null_mut());
         Bound::from_owned_ptr_or_err(f.py(), out)
     }
 }
 
 /// How often a wait without the GIL looks for a pending signal (Ctrl-C).
 const SIGNAL_CHECK: Duration = Duration::from_millis(50);
+
+/// Threads in a wait that Ctrl-C interrupts (`_interruptible_waits`).
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread is counted in `WAITING` by `check_signals`, until its `detach` returns.
+    static IN_CORE_WAIT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Counts a `wait_until` in `WAITING` while it lives.
+struct Waiting;
+
+impl Waiting {
+    fn begin() -> Waiting {
+        WAITING.fetch_add(1, SeqCst);
+        Waiting
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        WAITING.fetch_sub(1, SeqCst);
+    }
+}
+
+/// How many threads are in a wait that Ctrl-C interrupts: a SIGINT sent from now on raises
+/// `KeyboardInterrupt` out of such a wait (on the main thread). Lets a test send Ctrl-C once the wait it
+/// means to interrupt has begun.
+#[pyfunction]
+pub fn _interruptible_waits() -> usize {
+    WAITING.load(SeqCst)
+}
 
 /// Waits for `done(slice)` (a wait of at most `slice` that says whether the condition holds) until it holds
 /// or `timeout` passes: true if it holds. The GIL is released meanwhile and signal handlers run every
@@ -82,6 +148,7 @@ pub fn wait_until(
     mut done: impl FnMut(Duration) -> bool + Send,
 ) -> PyResult<bool> {
     let deadline = timeout.map(|t| Instant::now() + t);
+    let _waiting = Waiting::begin();
     loop {
         let slice = deadline.map_or(SIGNAL_CHECK, |d| d.saturating_duration_since(Instant::now()).min(SIGNAL_CHECK));
         if detach(py, || done(slice)) {
@@ -100,6 +167,9 @@ pub fn wait_until(
 pub fn check_signals() -> PyResult<()> {
     if !gate::is_outside() {
         return Ok(());
+    }
+    if !IN_CORE_WAIT.replace(true) {
+        WAITING.fetch_add(1, SeqCst);
     }
     attach(|py| py.check_signals())
 }
@@ -124,8 +194,7 @@ pub fn refuse_on_sink_loop(py: Python<'_>, loops: &Bound<'_, PyList>, what: &str
 /// Returns how many are still inside (in a Python call that has not returned). Called by the exit hook.
 #[pyfunction]
 pub fn _close_gate(py: Python<'_>, timeout: f64) -> usize {
-    // SAFETY: installs a SIGABRT handler that is async-signal-safe (guard.c).
-    unsafe { kubevents_contain_aborts() };
+    shim::contain_aborts();
     let timeout = Duration::try_from_secs_f64(timeout).unwrap_or_default();
     py.detach(|| gate::close(timeout))
 }

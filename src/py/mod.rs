@@ -71,6 +71,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Exit and fork (kubevents._lifecycle).
     m.add_function(wrap_pyfunction!(lifecycle::_close_gate, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_after_fork_in_child, m)?)?;
+    m.add_function(wrap_pyfunction!(lifecycle::_interruptible_waits, m)?)?;
     // Metrics (kubevents.metrics).
     m.add_function(wrap_pyfunction!(_live_components, m)?)?;
     Ok(())
