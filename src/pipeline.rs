@@ -52,7 +52,7 @@ impl<T: Send> Queue for Lane<T> {
 }
 
 /// Under pressure, one recorder call in this many looks for drops at the watchers' queues: summing them
-/// takes their locks, and a queue of 1000 fills in more calls than that (`report_shut_down` looks too).
+/// takes their locks, and a queue of 1000 fills in more calls than that (`end_shutdown` looks too).
 pub const DROP_CHECK_EVERY: u64 = 64;
 
 /// How often at most the recorders of a broadcaster warn that they are dropping events.
@@ -495,6 +495,20 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Pipeline<I, O> {
             line.push_str(&problems.join("; "));
         }
         (bad, line)
+    }
+
+    /// The end of a shutdown that waited: when it finished (`done`), warns about the drops at the watchers'
+    /// queues not warned about yet and logs the summary line; else a timeout error saying how many events are
+    /// still `pending`.
+    pub fn end_shutdown(&self, done: bool, pending: u64) -> Result<()> {
+        if !done {
+            return Err(Error::Timeout(format!(
+                "shutdown timed out with {pending} events still pending; they go on in the background"
+            )));
+        }
+        self.warn_watcher_drops();
+        self.report_shutdown("shut down", 0);
+        Ok(())
     }
 
     /// Logs `shutdown_line`: a warning when something was lost, else at INFO.

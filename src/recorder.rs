@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::broadcaster::{EventBroadcaster, Occurrence};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::event::{EventSource, EventType, ObjectReference};
 use crate::time::Time;
 
@@ -29,25 +29,9 @@ impl RecorderHub {
         Recorder { hub: self.clone(), source: Arc::new(source) }
     }
 
-    /// The end of a shutdown that waited: when it finished (`done`), `report_shut_down`; else a timeout error
-    /// saying how many deliveries are still pending.
+    /// The end of a shutdown that waited; see `Pipeline::end_shutdown`.
     pub fn end_shutdown(&self, done: bool) -> Result<()> {
-        if !done {
-            let pending = self.broadcaster.stats().pending;
-            return Err(Error::Timeout(format!(
-                "shutdown timed out with {pending} deliveries still pending; they go on in the background"
-            )));
-        }
-        self.report_shut_down();
-        Ok(())
-    }
-
-    /// After a shutdown that finished: warns about the drops at the watchers' queues not warned about yet
-    /// (if no drop warning came in the last `DROP_WARNING_INTERVAL`), then logs the shutdown's summary line.
-    pub fn report_shut_down(&self) {
-        let p = self.broadcaster.pipeline();
-        p.warn_watcher_drops();
-        p.report_shutdown("shut down", 0);
+        self.broadcaster.pipeline().end_shutdown(done, self.broadcaster.stats().pending)
     }
 }
 

@@ -71,7 +71,7 @@ def test_exit_with_a_sink_call_that_never_returns_is_clean_and_logged():
             print("timed out:", e)
     """)
     assert_clean(p)
-    assert "timed out: shutdown timed out with 20 deliveries still pending" in p.stdout
+    assert "timed out: shutdown timed out with 20 events still pending" in p.stdout
     # Logged once, with the count of what was lost.
     assert p.stderr.count("at exit, 20 events could not be delivered") == 1, p.stderr
 

@@ -3,32 +3,29 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::clock::{clock_arg, seconds_arg, to_duration, to_time};
+use super::clock::to_time;
 use super::convert::event_to_py;
 use super::correlator::{key_funcs_from_py, CorrelatorArgs};
 use super::errors::{int_opt, str_opt};
 use super::gil::GilTurns;
 use super::lifecycle;
-use super::pipeline::{aclose, aenter, log_interval_arg, PyReporter, PyWatcher, Watching};
+use super::pipeline::{aclose, aenter, retry_arg, PipelineArgs, PyReporter, PyWatcher, Watching};
 use super::reference::reference_of;
 use super::sink::{Guard, PySink};
 use crate::broadcaster::{
     delivery_workers_option, full_channel_option, log_line, structured_line, EventBroadcaster, Occurrence, Options,
-    DEFAULT_CATCH_UP_WAIT, DEFAULT_FULL_CHANNEL, DEFAULT_QUEUE_LENGTH, DEFAULT_WORKERS,
+    DEFAULT_FULL_CHANNEL, DEFAULT_QUEUE_LENGTH, DEFAULT_WORKERS,
 };
-use crate::error::count_option;
 use crate::event::{Event, EventSource, EventType, ObjectReference};
 use crate::metrics::Registration;
-use crate::pipeline::PipelineOptions;
 use crate::recorder::{Recorder, RecorderHub};
-use crate::sink::{RetryPolicy, DEFAULT_MAX_TRIES, DEFAULT_SLEEP_NANOS};
+use crate::sink::DEFAULT_MAX_TRIES;
 
 // The keyword defaults are spelt out for Python to show them (pyo3 shows `...` for any other expression);
 // they must be the core's. `kubevents._native` exports the core's for Python code to read.
@@ -119,24 +116,10 @@ impl PyBroadcaster {
         log_interval: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let correlator = CorrelatorArgs { lru_cache_size, burst, qps, max_events, max_interval }.options()?;
-        let sleep_nanos = match sleep_duration {
-            None => DEFAULT_SLEEP_NANOS,
-            Some(d) => to_duration(d, "sleep_duration")?,
-        };
-        let catch_up_wait = match catch_up_wait {
-            None => DEFAULT_CATCH_UP_WAIT,
-            Some(d) => Duration::from_nanos(seconds_arg(d, "catch_up_wait", false)? as u64),
-        };
+        let pipeline = PipelineArgs { name, queue_length, clock, catch_up_wait, log_interval };
         let options = Options {
-            pipeline: PipelineOptions {
-                name: crate::metrics::component_name("Broadcaster", name),
-                queue_length: count_option("queue_length", queue_length)?.get(),
-                full_channel: full_channel_option(full_channel)?,
-                clock: clock_arg(clock)?,
-                catch_up_wait,
-                log_interval: log_interval_arg(log_interval)?,
-            },
-            retry: RetryPolicy::new(max_tries, sleep_nanos)?,
+            pipeline: pipeline.options("Broadcaster", full_channel_option(full_channel)?)?,
+            retry: retry_arg(max_tries, sleep_duration)?,
             correlator,
         };
         let name = options.pipeline.name.clone();

@@ -9,12 +9,16 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-use super::clock::{seconds_arg, timeout_arg};
+use super::clock::{clock_arg, seconds_arg, timeout_arg, to_duration};
 use super::gil::GilTurns;
 use super::lifecycle;
 use super::sink::{keep_interrupt, traceback_once, Guard};
+use crate::broadcaster::DEFAULT_CATCH_UP_WAIT;
+use crate::error::count_option;
 use crate::health::{log_interval_option, Reporter, DEFAULT_LOG_INTERVAL_NANOS};
-use crate::pipeline::{Pipeline, WatcherHandle};
+use crate::pipeline::{Pipeline, PipelineOptions, WatcherHandle};
+use crate::sink::{RetryPolicy, DEFAULT_SLEEP_NANOS};
+use crate::watch::FullChannel;
 
 /// Logs to the `kubevents` logger.
 pub(crate) struct PyReporter {
@@ -60,6 +64,39 @@ pub fn log_interval_arg(v: Option<&Bound<'_, PyAny>>) -> PyResult<i64> {
         None => Ok(DEFAULT_LOG_INTERVAL_NANOS),
         Some(v) => Ok(log_interval_option(seconds_arg(v, "log_interval", true)?)?),
     }
+}
+
+/// The options both broadcasters' constructors take for their pipeline.
+pub struct PipelineArgs<'a, 'py> {
+    pub name: Option<String>,
+    pub queue_length: i64,
+    pub clock: Option<&'a Bound<'py, PyAny>>,
+    pub catch_up_wait: Option<&'a Bound<'py, PyAny>>,
+    pub log_interval: Option<&'a Bound<'py, PyAny>>,
+}
+
+impl PipelineArgs<'_, '_> {
+    /// The options of a `kind` of broadcaster (its default name is `<kind>-<n>`), checked.
+    pub fn options(self, kind: &'static str, full_channel: FullChannel) -> PyResult<PipelineOptions> {
+        let catch_up_wait = match self.catch_up_wait {
+            None => DEFAULT_CATCH_UP_WAIT,
+            Some(d) => Duration::from_nanos(seconds_arg(d, "catch_up_wait", false)? as u64),
+        };
+        Ok(PipelineOptions {
+            name: crate::metrics::component_name(kind, self.name),
+            queue_length: count_option("queue_length", self.queue_length)?.get(),
+            full_channel,
+            clock: clock_arg(self.clock)?,
+            catch_up_wait,
+            log_interval: log_interval_arg(self.log_interval)?,
+        })
+    }
+}
+
+/// The retry options: `max_tries` attempts in all, `sleep_duration` apart (client-go's 10 s when None).
+pub fn retry_arg(max_tries: i64, sleep_duration: Option<&Bound<'_, PyAny>>) -> PyResult<RetryPolicy> {
+    let sleep = sleep_duration.map(|d| to_duration(d, "sleep_duration")).transpose()?;
+    Ok(RetryPolicy::new(max_tries, sleep.unwrap_or(DEFAULT_SLEEP_NANOS))?)
 }
 
 /// A started watcher of either broadcaster; `stop()` ends it.

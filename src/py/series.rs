@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
@@ -12,24 +11,21 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use super::broadcaster::format_message;
-use super::clock::{clock_arg, seconds_arg};
 use super::convert::{meta_to_py, reference_to_py, series_to_py, set_str, source_to_py, time_str, type_name};
 use super::errors::{int_arg, int_opt, str_arg};
 use super::gil::GilTurns;
 use super::lifecycle;
-use super::pipeline::{aclose, aenter, log_interval_arg, PyReporter, PyWatcher, Watching};
+use super::pipeline::{aclose, aenter, retry_arg, PipelineArgs, PyReporter, PyWatcher, Watching};
 use super::reference::reference_of;
 use super::sink::{Guard, PySink};
-use crate::broadcaster::DEFAULT_CATCH_UP_WAIT;
 use crate::error::{count_option, Error};
 use crate::event::{EventType, ObjectReference, UuidSource};
 use crate::metrics::Registration;
-use crate::pipeline::PipelineOptions;
 use crate::series::{
     make_event_v1, structured_line, EngineOptions, EventV1, EventV1Input, EventsBroadcaster, EventsOptions, Host,
     SinkV1, DEFAULT_CACHE_SIZE,
 };
-use crate::sink::{RetryPolicy, WriteError, DEFAULT_MAX_TRIES, DEFAULT_SLEEP_NANOS};
+use crate::sink::{WriteError, DEFAULT_MAX_TRIES};
 use crate::time::Time;
 use crate::watch::FullChannel;
 
@@ -239,25 +235,12 @@ impl PyEventsBroadcaster {
         seed: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let seed = seed.filter(|s| !s.is_none()).map(|s| int_arg::<u64>(s, "seed")).transpose()?;
-        let sleep = match sleep_duration {
-            None => DEFAULT_SLEEP_NANOS,
-            Some(d) => seconds_arg(d, "sleep_duration", false)?,
-        };
-        let catch_up_wait = match catch_up_wait {
-            None => DEFAULT_CATCH_UP_WAIT,
-            Some(d) => Duration::from_nanos(seconds_arg(d, "catch_up_wait", false)? as u64),
-        };
+        let pipeline = PipelineArgs { name, queue_length, clock, catch_up_wait, log_interval };
         let options = EventsOptions {
-            pipeline: PipelineOptions {
-                name: crate::metrics::component_name("EventsBroadcaster", name),
-                queue_length: count_option("queue_length", queue_length)?.get(),
-                full_channel: FullChannel::Drop,
-                clock: clock_arg(clock)?,
-                catch_up_wait,
-                log_interval: log_interval_arg(log_interval)?,
-            },
+            // client-go's tools/events broadcaster drops when a watcher's queue is full.
+            pipeline: pipeline.options("EventsBroadcaster", FullChannel::Drop)?,
             engine: EngineOptions {
-                retry: RetryPolicy::new(max_tries, sleep)?,
+                retry: retry_arg(max_tries, sleep_duration)?,
                 cache_size: count_option("cache_size", cache_size)?,
                 seed,
             },
@@ -372,14 +355,7 @@ impl PyEventsBroadcaster {
         s.check(Some("shutdown()"))?;
         let done = s.watching.shutdown(py, timeout, || s.core.begin_shutdown())?;
         let stats = self.stats(py)?;
-        if !done {
-            let pending = s.core.stats().pending;
-            return Err(Error::Timeout(format!(
-                "shutdown timed out with {pending} events still pending; they go on in the background"
-            ))
-            .into());
-        }
-        s.watching.pipeline.report_shutdown("shut down", 0);
+        s.watching.pipeline.end_shutdown(done, s.core.stats().pending)?;
         Ok(stats)
     }
 
@@ -443,7 +419,7 @@ pub struct PyEventsRecorder {
 }
 
 impl PyEventsRecorder {
-    fn record(&self, py: Python<'_>, call: Call) -> PyResult<()> {
+    fn made(&self, py: Python<'_>, call: Call) -> PyResult<()> {
         let b = &self.binding;
         b.check(None)?;
         let ((), behind) = b.core.record(&call.input(&self.controller, &self.instance), |_| ())?;
@@ -456,43 +432,54 @@ impl PyEventsRecorder {
     }
 }
 
-#[pymethods]
-impl PyEventsRecorder {
-    /// Records an event about `regarding` (and optionally `related`): `note % args` when args are given.
-    #[pyo3(signature = (regarding, related, r#type, reason, action, note, *args))]
-    #[allow(clippy::too_many_arguments)]
-    fn eventf(
-        &self,
-        regarding: &Bound<'_, PyAny>,
-        related: Option<&Bound<'_, PyAny>>,
-        r#type: &Bound<'_, PyAny>,
-        reason: &Bound<'_, PyAny>,
-        action: &Bound<'_, PyAny>,
-        note: &Bound<'_, PyAny>,
-        args: &Bound<'_, PyTuple>,
-    ) -> PyResult<()> {
-        let call = checked_call(regarding, related, None, r#type, reason, action, note, args)?;
-        self.record(regarding.py(), call)
-    }
+/// The `#[pymethods]` of `EventsRecorder` for `$ty`, with `$extra` methods: each checks its arguments, in the same
+/// order with the same errors, then calls `$ty::made(call)`. `EventsRecorderCheck` takes them too, so that its
+/// checks cannot drift from the recorder's.
+macro_rules! events_recorder_methods {
+    ($ty:ty => $out:ty { $($extra:tt)* }) => {
+        #[pymethods]
+        impl $ty {
+            /// Records an event about `regarding` (and optionally `related`): `note % args` when args are given.
+            #[pyo3(signature = (regarding, related, r#type, reason, action, note, *args))]
+            #[allow(clippy::too_many_arguments)]
+            fn eventf<'py>(
+                &self,
+                regarding: &Bound<'py, PyAny>,
+                related: Option<&Bound<'py, PyAny>>,
+                r#type: &Bound<'py, PyAny>,
+                reason: &Bound<'py, PyAny>,
+                action: &Bound<'py, PyAny>,
+                note: &Bound<'py, PyAny>,
+                args: &Bound<'py, PyTuple>,
+            ) -> PyResult<$out> {
+                let call = checked_call(regarding, related, None, r#type, reason, action, note, args)?;
+                self.made(regarding.py(), call)
+            }
 
-    /// `eventf` with annotations on the event's metadata.
-    #[pyo3(signature = (regarding, related, annotations, r#type, reason, action, note, *args))]
-    #[allow(clippy::too_many_arguments)]
-    fn annotated_eventf(
-        &self,
-        regarding: &Bound<'_, PyAny>,
-        related: Option<&Bound<'_, PyAny>>,
-        annotations: Option<BTreeMap<String, String>>,
-        r#type: &Bound<'_, PyAny>,
-        reason: &Bound<'_, PyAny>,
-        action: &Bound<'_, PyAny>,
-        note: &Bound<'_, PyAny>,
-        args: &Bound<'_, PyTuple>,
-    ) -> PyResult<()> {
-        let call = checked_call(regarding, related, annotations, r#type, reason, action, note, args)?;
-        self.record(regarding.py(), call)
-    }
+            /// `eventf` with annotations on the event's metadata.
+            #[pyo3(signature = (regarding, related, annotations, r#type, reason, action, note, *args))]
+            #[allow(clippy::too_many_arguments)]
+            fn annotated_eventf<'py>(
+                &self,
+                regarding: &Bound<'py, PyAny>,
+                related: Option<&Bound<'py, PyAny>>,
+                annotations: Option<BTreeMap<String, String>>,
+                r#type: &Bound<'py, PyAny>,
+                reason: &Bound<'py, PyAny>,
+                action: &Bound<'py, PyAny>,
+                note: &Bound<'py, PyAny>,
+                args: &Bound<'py, PyTuple>,
+            ) -> PyResult<$out> {
+                let call = checked_call(regarding, related, annotations, r#type, reason, action, note, args)?;
+                self.made(regarding.py(), call)
+            }
 
+            $($extra)*
+        }
+    };
+}
+
+events_recorder_methods!(PyEventsRecorder => () {
     #[getter]
     fn reporting_controller(&self) -> &str {
         &self.controller
@@ -506,65 +493,28 @@ impl PyEventsRecorder {
     fn __repr__(&self) -> String {
         format!("EventsRecorder(reporting_controller={:?}, reporting_instance={:?})", self.controller, self.instance)
     }
-}
+});
 
 /// The checks of `EventsRecorder`'s methods, for `kubevents.testing.FakeEventsRecorder`: each raises what the
-/// `EventsRecorder` method of its name raises for the same arguments, and returns the event it would record
-/// (reported by "fake", "fake") instead of recording it.
+/// `EventsRecorder` method of its name raises for the same arguments, and returns the note as formatted (before
+/// any cut to the server's limit) and the event it would record (reported by "fake", "fake") instead of
+/// recording it.
 #[pyclass(module = "kubevents._native", name = "EventsRecorderCheck", frozen)]
 pub struct PyEventsRecorderCheck;
 
 impl PyEventsRecorderCheck {
-    /// The note as formatted (before any cut to the server's limit), and the event.
-    fn made<'py>(&self, py: Python<'py>, call: &Call) -> PyResult<Bound<'py, PyTuple>> {
-        let input = call.input("fake", "fake");
-        let (event, _) = make_event_v1(&input, Time(0), &mut UuidSource::Random);
+    fn made<'py>(&self, py: Python<'py>, call: Call) -> PyResult<Bound<'py, PyTuple>> {
+        let (event, _) = make_event_v1(&call.input("fake", "fake"), Time(0), &mut UuidSource::Random);
         (call.note.as_str(), event_v1_to_py(py, &event)?).into_pyobject(py)
     }
 }
 
-#[pymethods]
-impl PyEventsRecorderCheck {
+events_recorder_methods!(PyEventsRecorderCheck => Bound<'py, PyTuple> {
     #[new]
     fn new() -> Self {
         PyEventsRecorderCheck
     }
-
-    /// `EventsRecorder.eventf`'s checks; the note and the event it would record.
-    #[pyo3(signature = (regarding, related, r#type, reason, action, note, *args))]
-    #[allow(clippy::too_many_arguments)]
-    fn eventf<'py>(
-        &self,
-        regarding: &Bound<'py, PyAny>,
-        related: Option<&Bound<'py, PyAny>>,
-        r#type: &Bound<'py, PyAny>,
-        reason: &Bound<'py, PyAny>,
-        action: &Bound<'py, PyAny>,
-        note: &Bound<'py, PyAny>,
-        args: &Bound<'py, PyTuple>,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        let call = checked_call(regarding, related, None, r#type, reason, action, note, args)?;
-        self.made(regarding.py(), &call)
-    }
-
-    /// `EventsRecorder.annotated_eventf`'s checks; the note and the event it would record.
-    #[pyo3(signature = (regarding, related, annotations, r#type, reason, action, note, *args))]
-    #[allow(clippy::too_many_arguments)]
-    fn annotated_eventf<'py>(
-        &self,
-        regarding: &Bound<'py, PyAny>,
-        related: Option<&Bound<'py, PyAny>>,
-        annotations: Option<BTreeMap<String, String>>,
-        r#type: &Bound<'py, PyAny>,
-        reason: &Bound<'py, PyAny>,
-        action: &Bound<'py, PyAny>,
-        note: &Bound<'py, PyAny>,
-        args: &Bound<'py, PyTuple>,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        let call = checked_call(regarding, related, annotations, r#type, reason, action, note, args)?;
-        self.made(regarding.py(), &call)
-    }
-}
+});
 
 /// The reference builder's error, naming the argument instead of `obj`.
 fn prefixed(py: Python<'_>, what: &str, e: PyErr) -> PyErr {

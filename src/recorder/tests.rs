@@ -228,6 +228,6 @@ fn a_shutdown_that_timed_out_says_what_is_pending() {
     warnings.take();
     let e = hub.end_shutdown(false).unwrap_err();
     assert!(matches!(&e, Error::Timeout(_)));
-    assert_eq!(e.to_string(), "shutdown timed out with 0 deliveries still pending; they go on in the background");
+    assert_eq!(e.to_string(), "shutdown timed out with 0 events still pending; they go on in the background");
     assert!(warnings.take().is_empty());
 }
