@@ -135,7 +135,7 @@ def main() -> None:
     st = b.stats()
     after = rss_mb()
     b.shutdown()
-    print(f"cache_len {st['cache_len']:,}, evicted {st['evicted']:,}, dropped {st['dropped']}, "
+    print(f"cache_len {st['cache_len']:,}, evicted {st['evicted']:,}, dropped {st['dropped_incoming'] + sum(st['dropped_watchers'].values())}, "
           f"{args.keys / elapsed:,.0f} events/s")
     print(f"RSS before {before:.1f} MB, peak {max(peak, after):.1f} MB, after {after:.1f} MB")
 

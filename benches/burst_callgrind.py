@@ -37,8 +37,9 @@ def main() -> None:
     ap.add_argument("--workloads", type=Path, default=ROOT.parent / "shared" / "workloads.py")
     ap.add_argument("--api", choices=["core-v1", "events-v1"], default="core-v1")
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--workload", default="mixed")
     args = ap.parse_args()
-    calls = calls_of(load_records(args.workloads, "mixed", args.n))
+    calls = calls_of(load_records(args.workloads, args.workload, args.n))
     if args.api == "events-v1":
         events_v1(calls)
         return
@@ -60,7 +61,7 @@ def events_v1(calls: list[tuple]) -> None:
         if i % 500 == 0:
             b.wait_idle()
     s = b.shutdown()
-    print(s["created"], s["counted"], s["dropped"])
+    print(s["first_occurrences"], s["counted"], s["dropped_incoming"] + sum(s["dropped_watchers"].values()))
 
 
 if __name__ == "__main__":

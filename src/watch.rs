@@ -257,11 +257,24 @@ impl<T> Lane<T> {
     pub fn pop_batch_until(&self, out: &mut Vec<T>, max: usize, wait: Duration, due: Time) -> Popped {
         let deadline = Instant::now() + wait;
         let mut s = lock(&self.state);
+        let mut lingered = false;
         loop {
             if s.stopped {
                 s.items.clear();
                 s.activity = Activity::Waiting;
                 return Popped::Closed;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            // As `pop_batch`: a short queue, or an empty one, is worth a moment's wait without being woken for
+            // every item.
+            let short = !s.items.is_empty() && s.items.len() < notify_at(self.capacity);
+            if (short || s.items.is_empty()) && !lingered && !s.closed && !left.is_zero() {
+                lingered = true;
+                if s.items.is_empty() {
+                    s.activity = Activity::WaitingUntil(due);
+                }
+                s = self.ready.wait_timeout(s, LINGER.min(left)).unwrap_or_else(|p| p.into_inner()).0;
+                continue;
             }
             if !s.items.is_empty() {
                 let n = s.items.len().min(max);
@@ -277,7 +290,6 @@ impl<T> Lane<T> {
                 s.activity = Activity::Waiting;
                 return Popped::Closed;
             }
-            let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Popped::TimedOut;
             }

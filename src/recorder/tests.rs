@@ -4,6 +4,7 @@ use super::*;
 use std::time::{Duration, Instant};
 
 use crate::broadcaster::{Options, Reporter, DEFAULT_CATCH_UP_WAIT};
+use crate::error::Error;
 use crate::clock::FakeClock;
 use crate::correlator::{CorrelatorOptions, KeyFuncs};
 use crate::event::Event;
