@@ -5,15 +5,22 @@
 stored event) and GET (list) as the API server does, with its status codes and ``Status`` bodies
 (``kubevents._apistatus``): 409 on a create of a stored name, 404 on a patch of a missing event, 422 for a note
 over 1 KiB, 400 for a MicroTime without its six digits; stored timestamps are written back at the server's
-precision (seconds for ``Time``, microseconds for ``MicroTime``). It records every request: method, path,
-content type and the decoded JSON body. ``fail_next(status, times)`` makes the next requests fail with an
+precision (seconds for ``Time``, microseconds for ``MicroTime``). Lists (in a namespace, or across all of them at
+``<prefix>/events``), deletes and watches are served as the API server serves them (:class:`WatchLog`): pages of
+``limit`` items with a ``continue`` token, a snapshot at the list's ``resourceVersion``, and watch streams of
+the changes after a ``resourceVersion`` (410 ``Expired`` once the log was compacted past it). It records every
+request: method, path, content type and the decoded JSON body. ``fail_next(status, times)`` makes the next requests fail with an
 error Status; ``hang_next(times)`` makes the next requests go unanswered until ``release()`` (serve them from
 a threaded ``HTTPServer``, so that other requests are answered meanwhile).
 
 ``FakeCluster`` puts both event APIs behind the rest of what the integration tests use of a real cluster:
 bearer tokens (401 for an unknown one), an admin who may do anything and service accounts who may do nothing
 (403, as RBAC without bindings), namespaces (a create in a missing one is 404 ``namespaces "x" not found``),
-service accounts and their tokens (TokenRequest), and the discovery of events.k8s.io/v1.
+service accounts and their tokens (TokenRequest), the discovery of events.k8s.io/v1, and pods
+(:class:`FakePods`: create, get, list and watch, with a stand-in for the kubelet's status writes).
+
+Serve a fake whose watches a test opens from a threaded ``HTTPServer``, and ``close()`` it before the server
+stops: a watch stream holds its request open.
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ import json
 import re
 import secrets
 import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -90,6 +100,135 @@ def _bad_request(kind: str, version: str, error: _BadTime) -> dict[str, Any]:
                              f"{json.dumps(rest)} as {json.dumps(element)}")
 
 
+def _go_bool(value: str | None) -> bool:
+    """A query parameter as Go's ``strconv.ParseBool`` reads it (unparsable: false)."""
+    return (value or "") in ("1", "t", "T", "TRUE", "true", "True")
+
+
+def _query_int(request: Request, name: str) -> int | None:
+    value = request.args.get(name)
+    return int(value) if value else None
+
+
+class WatchLog:
+    """The changes of one resource, kept as the API server keeps them to serve lists and watches.
+
+    The store calls ``changed(type, object)`` for every create, update and delete, with the object's new
+    ``resourceVersion`` set. ``list_response`` answers a list (``limit`` and ``continue``: pages of a snapshot
+    taken at the first page, as etcd serves them), ``watch_response`` a watch: the changes after the
+    ``resourceVersion`` asked for, each a line ``{"type": ..., "object": ...}``; without one, ``ADDED`` for each
+    current object first. A stream ends after ``timeoutSeconds``, at ``end_watches()`` (as when an API server
+    restarts) and at ``close()``. After ``compact()``, a watch from an older ``resourceVersion`` gets the
+    ``ERROR`` event of a real server, a 410 ``Expired`` Status, and ends; the client lists again.
+    """
+
+    # How often a watch stream looks for changes and for its end.
+    POLL = 0.05
+
+    def __init__(self, list_kind: str, api_version: str) -> None:
+        self.list_kind = list_kind
+        self.api_version = api_version
+        self._cond = threading.Condition()
+        self._log: list[tuple[int, str, str, dict[str, Any]]] = []  # (resourceVersion, type, namespace, object)
+        self._compacted = 0  # a watch from a resourceVersion below this one is 410 Expired
+        self._generation = 0  # end_watches() ends the streams of earlier generations
+        self._closed = False
+        self._pages: dict[str, list[dict[str, Any]]] = {}
+        self._tokens = itertools.count(1)
+        self.watches = 0  # watch streams opened
+
+    def changed(self, change: str, obj: dict[str, Any]) -> None:
+        with self._cond:
+            self._log.append((int(obj["metadata"]["resourceVersion"]), change,
+                              obj["metadata"].get("namespace", ""), copy.deepcopy(obj)))
+            self._cond.notify_all()
+
+    def compact(self) -> None:
+        """Forgets the changes so far: a watch from a resourceVersion before the latest one is 410 Expired."""
+        with self._cond:
+            if self._log:
+                self._compacted = self._log[-1][0]
+            self._log.clear()
+
+    def end_watches(self) -> None:
+        """Ends the open watch streams, as an API server does when it restarts."""
+        with self._cond:
+            self._generation += 1
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """Ends every watch stream, now and later (before the HTTP server stops)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def list_response(self, request: Request, items: Iterable[dict[str, Any]], version: int) -> Response:
+        """A page of ``items`` (the objects at ``version``, sorted by namespace and name), or the next page of
+        the snapshot a ``continue`` token names."""
+        token = request.args.get("continue")
+        with self._cond:
+            if token:
+                rest = self._pages.pop(token, None)
+                if rest is None:
+                    return json_response(_apistatus.status(
+                        410, "Expired", "The provided continue parameter is too old to display a consistent list "
+                        "result. You can start a new list without the continue parameter."), 410)
+                version = int(token.split(":", 1)[0])
+            else:
+                rest = sorted((copy.deepcopy(i) for i in items),
+                              key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+            limit = _query_int(request, "limit")
+            page, rest = (rest[:limit], rest[limit:]) if limit else (rest, [])
+            metadata: dict[str, Any] = {"resourceVersion": str(version)}
+            if rest:
+                metadata["continue"] = f"{version}:{next(self._tokens)}"
+                self._pages[metadata["continue"]] = rest
+        return json_response({"kind": self.list_kind, "apiVersion": self.api_version, "metadata": metadata,
+                              "items": page}, 200)
+
+    def watch_response(self, request: Request, namespace: str | None, items: Iterable[dict[str, Any]]) -> Response:
+        """The watch stream of the changes in ``namespace`` (None: all); ``items`` are the current objects, sent
+        as ``ADDED`` first when the request names no resourceVersion."""
+        since = int(request.args.get("resourceVersion") or 0)
+        timeout = _query_int(request, "timeoutSeconds")
+        with self._cond:
+            self.watches += 1
+            generation = self._generation
+            start = [] if since else [("ADDED", copy.deepcopy(o)) for o in items]
+            if not since:
+                since = self._log[-1][0] if self._log else self._compacted
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return Response(self._stream(namespace, since, start, generation, deadline), content_type="application/json",
+                        direct_passthrough=True)
+
+    def _stream(self, namespace: str | None, since: int, start: list[tuple[str, dict[str, Any]]], generation: int,
+                deadline: float | None) -> Iterator[bytes]:
+        if since < self._compacted:
+            expired = _apistatus.status(410, "Expired", f"too old resource version: {since} ({self._compacted})")
+            yield _watch_line("ERROR", expired)
+            return
+        for change, obj in start:
+            yield _watch_line(change, obj)
+        sent = since
+        while True:
+            with self._cond:
+                if self._closed or self._generation != generation:
+                    return
+                if deadline is not None and time.monotonic() >= deadline:
+                    return
+                new = [(v, c, o) for v, c, ns, o in self._log if v > sent and namespace in (None, ns)]
+                if not new:
+                    self._cond.wait(self.POLL)
+                    continue
+            for version, change, obj in new:
+                sent = version
+                yield _watch_line(change, obj)
+
+
+def _watch_line(change: str, obj: dict[str, Any]) -> bytes:
+    return _apistatus.to_json({"type": change, "object": obj}).encode() + b"\n"
+
+
 class FakeApiServer:
     def __init__(self, server: HTTPServer, prefix: str = "/api/v1", kind: str = "Event", api_version: str = "v1",
                  cluster: FakeCluster | None = None):
@@ -108,7 +247,12 @@ class FakeApiServer:
         self._versions = itertools.count(1)
         self._suffixes = itertools.count(1)
         self._lock = threading.Lock()
-        pattern = re.compile("^" + re.escape(prefix) + r"/namespaces/([^/]+)/events(?:/([^/]+))?$")
+        self._open = threading.Event()
+        self._open.set()
+        self.held = 0  # requests held by the gate now
+        self.watch = WatchLog(f"{kind}List", api_version)
+        # The namespace's events, or (list and watch only) those of every namespace.
+        pattern = re.compile("^" + re.escape(prefix) + r"(?:/namespaces/([^/]+))?/events(?:/([^/]+))?$")
         self._pattern = pattern
         server.expect_request(pattern).respond_with_handler(self._handle)
 
@@ -133,6 +277,26 @@ class FakeApiServer:
         self._released.wait(300)
         return self._status(503, "released")
 
+    def close_gate(self) -> None:
+        """Holds every later request until ``open_gate()`` (a server that is slow to answer), then answers it."""
+        self._open.clear()
+
+    def open_gate(self) -> None:
+        self._open.set()
+
+    def close(self) -> None:
+        """Ends the watch streams and opens the gate (before the HTTP server stops)."""
+        self.watch.close()
+        self._open.set()
+
+    def delete_namespace(self, namespace: str) -> None:
+        """Deletes the namespace's events, as the namespace controller does once the namespace is deleted."""
+        with self._lock:
+            for key in [k for k in self.events if k[0] == namespace]:
+                gone = self.events.pop(key)
+                gone["metadata"]["resourceVersion"] = str(next(self._versions))
+                self.watch.changed("DELETED", gone)
+
     def _status(self, code: int, message: str) -> Response:
         return json_response(_apistatus.status(code, _REASONS.get(code, "InternalError"), message), code)
 
@@ -148,6 +312,15 @@ class FakeApiServer:
             self._hangs -= hang
         if hang:
             return self.hung(request)
+        if not self._open.is_set():
+            with self._lock:
+                self.held += 1
+            try:
+                if not self._open.wait(60):
+                    return self._status(503, "the gate stayed closed")
+            finally:
+                with self._lock:
+                    self.held -= 1
         if request.method == "POST" and body and "name" not in body["metadata"] and "generateName" in body["metadata"]:
             # The API server makes the name (a random 5-character suffix; a counter here, to be predictable).
             body = copy.deepcopy(body)
@@ -156,20 +329,36 @@ class FakeApiServer:
             if self._failures:
                 code = self._failures.pop(0)
                 return self._status(code, f"injected {code}")
-            verb = {"POST": "create", "PATCH": "patch", "GET": "get" if name else "list"}.get(request.method, "")
+            verb = {"POST": "create", "PATCH": "patch", "GET": "get" if name else "list",
+                    "DELETE": "delete"}.get(request.method, "")
+            if verb == "list" and _go_bool(request.args.get("watch")):
+                verb = "watch"
             if self.cluster is not None:
-                refused = self.cluster.refusal(request, verb, self.group, "events", namespace, name or "")
+                refused = self.cluster.refusal(request, verb, self.group, "events", namespace or "", name or "")
                 if refused is not None:
                     return refused
-            if verb == "create" and name is None:
+            if verb in ("list", "watch"):
+                items = [e for (ns, _), e in self.events.items() if namespace in (None, ns)]
+                if verb == "watch":
+                    return self.watch.watch_response(request, namespace, items)
+                return self.watch.list_response(request, items, next(self._versions))
+            if namespace is not None and verb == "create" and name is None:
                 return self._create(namespace, body)
-            if verb == "patch" and name is not None:
+            if namespace is not None and verb == "patch" and name is not None:
                 return self._patch(namespace, name, body)
-            if verb == "list":
-                items = [e for (ns, _), e in self.events.items() if ns == namespace]
-                return json_response({"kind": f"{self.kind}List", "apiVersion": self.api_version,
-                                      "metadata": {"resourceVersion": str(next(self._versions))}, "items": items}, 200)
+            if namespace is not None and verb == "delete" and name is not None:
+                return self._delete(namespace, name)
         return self._status(405, f"{request.method} {request.path}")
+
+    def _delete(self, namespace: str, name: str) -> Response:
+        gone = self.events.pop((namespace, name), None)
+        if gone is None:
+            return json_response(_apistatus.not_found(self.group, "events", name), 404)
+        gone["metadata"]["resourceVersion"] = str(next(self._versions))
+        self.watch.changed("DELETED", gone)
+        details = {"name": name, "group": self.group, "kind": "events"} if self.group else {"name": name, "kind": "events"}
+        return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                              "details": details}, 200)
 
     def _create(self, namespace: str, body: dict[str, Any]) -> Response:
         # The server's order: admission (the namespace), decoding, validation, then the store.
@@ -181,7 +370,7 @@ class FakeApiServer:
         except _BadTime as e:
             return json_response(_bad_request(self.kind, self.api_version.split("/")[-1], e), 400)
         name = stored["metadata"]["name"]
-        errors = _validation_errors(stored, name)
+        errors = _validation_errors(stored, namespace, name)
         if errors:
             return json_response(_apistatus.invalid("Event", name, errors), 422)
         key = (namespace, name)
@@ -192,6 +381,7 @@ class FakeApiServer:
         stored["metadata"]["namespace"] = namespace
         stored["metadata"]["resourceVersion"] = str(next(self._versions))
         self.events[key] = stored
+        self.watch.changed("ADDED", stored)
         return json_response(stored, 201)
 
     def _patch(self, namespace: str, name: str, body: dict[str, Any]) -> Response:
@@ -206,6 +396,7 @@ class FakeApiServer:
             return json_response(_bad_request(self.kind, self.api_version.split("/")[-1], e), 400)
         patched["metadata"]["resourceVersion"] = str(next(self._versions))
         self.events[(namespace, name)] = patched
+        self.watch.changed("MODIFIED", patched)
         return json_response(patched, 200)
 
 
@@ -241,6 +432,7 @@ class FakeCluster:
         self.core_v1 = FakeApiServer(server, cluster=self)
         self.events_v1 = FakeApiServer(server, prefix=EVENTS_V1, api_version="events.k8s.io/v1", cluster=self) \
             if serves_events_v1 else None
+        self.pods = FakePods(server, self)
         self._lock = threading.Lock()
         server.expect_request(re.compile(r"^/api/v1/namespaces(/[^/]+)?$")).respond_with_handler(self._namespaces)
         server.expect_request(re.compile(r"^/api/v1/namespaces/[^/]+/serviceaccounts(/[^/]+/token)?$")) \
@@ -253,6 +445,24 @@ class FakeCluster:
     @property
     def host(self) -> str:
         return self.server.url_for("/").rstrip("/")
+
+    def close(self) -> None:
+        """Ends the watch streams and opens the gates (before the HTTP server stops)."""
+        for store in (self.core_v1, self.events_v1, self.pods):
+            if store is not None:
+                store.close()
+
+    def kubeconfig(self, path: str) -> str:
+        """Writes a kubeconfig for this server and its admin token to ``path``; returns the path."""
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": self.host}}],
+            "users": [{"name": "admin", "user": {"token": self.ADMIN_TOKEN}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "admin"}}],
+        }
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(config, f)  # JSON is YAML
+        return path
 
     def _user(self, request: Request) -> str | None:
         """The authenticated user, or None for credentials that are not valid."""
@@ -292,10 +502,9 @@ class FakeCluster:
                     return json_response(_namespace(name, "Active"), 200)
                 # The server deletes the namespace's content in the background; here at once.
                 self.namespaces.discard(name)
-                for api in (self.core_v1, self.events_v1):
-                    if api is not None:
-                        for key in [k for k in api.events if k[0] == name]:
-                            del api.events[key]
+                for store in (self.core_v1, self.events_v1, self.pods):
+                    if store is not None:
+                        store.delete_namespace(name)
                 return json_response(_namespace(name, "Terminating"), 200)
         return json_response(_apistatus.status(405, "MethodNotAllowed", f"{request.method} {request.path}"), 405)
 
@@ -338,3 +547,95 @@ class FakeCluster:
 def _namespace(name: str, phase: str) -> dict[str, Any]:
     return {"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": name}, "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": phase}}
+
+
+class FakePods:
+    """Pods as the API server keeps them, for controllers that watch them: create (in a namespace that exists),
+    get, list and watch (in a namespace or across all, through :class:`WatchLog`), with the cluster's
+    authentication and authorization. No field validation, no scheduling, no kubelet: ``crash_loop`` writes the
+    status a kubelet writes for a container in restart back-off, and watchers see it ``MODIFIED``.
+    """
+
+    def __init__(self, server: HTTPServer, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.watch = WatchLog("PodList", "v1")
+        self._versions = itertools.count(1)
+        self._lock = threading.Lock()
+        self._pattern = re.compile(r"^/api/v1(?:/namespaces/([^/]+))?/pods(?:/([^/]+))?$")
+        server.expect_request(self._pattern).respond_with_handler(self._handle)
+
+    def close(self) -> None:
+        self.watch.close()
+
+    def delete_namespace(self, namespace: str) -> None:
+        with self._lock:
+            for key in [k for k in self.pods if k[0] == namespace]:
+                gone = self.pods.pop(key)
+                gone["metadata"]["resourceVersion"] = str(next(self._versions))
+                self.watch.changed("DELETED", gone)
+
+    def crash_loop(self, namespace: str, name: str, restarts: int, container: str = "app") -> dict[str, Any]:
+        """Writes the status of a pod whose container exited and waits in restart back-off, after ``restarts``
+        restarts, as the kubelet does; returns the pod."""
+        with self._lock:
+            pod = self.pods[(namespace, name)]
+            uid = pod["metadata"]["uid"]
+            delay = min(10 * 2 ** max(restarts - 1, 0), 300)
+            pod["status"] = {
+                "phase": "Running",
+                "containerStatuses": [{
+                    "name": container, "ready": False, "started": False, "restartCount": restarts,
+                    "image": "busybox:1.36", "imageID": "docker.io/library/busybox@sha256:0",
+                    "containerID": f"containerd://{restarts:064x}",
+                    "lastState": {"terminated": {"exitCode": 1, "reason": "Error",
+                                                 "startedAt": "2024-01-01T00:00:00Z",
+                                                 "finishedAt": "2024-01-01T00:00:01Z"}},
+                    "state": {"waiting": {"reason": "CrashLoopBackOff",
+                                          "message": f"back-off {delay}s restarting failed container={container} "
+                                                     f"pod={name}_{namespace}({uid})"}},
+                }],
+            }
+            pod["metadata"]["resourceVersion"] = str(next(self._versions))
+            self.watch.changed("MODIFIED", pod)
+            return copy.deepcopy(pod)
+
+    def _handle(self, request: Request) -> Response:
+        m = self._pattern.match(request.path)
+        assert m is not None
+        namespace, name = m.group(1), m.group(2)
+        verb = {"POST": "create", "GET": "get" if name else "list"}.get(request.method, "")
+        if verb == "list" and _go_bool(request.args.get("watch")):
+            verb = "watch"
+        refused = self.cluster.refusal(request, verb, "", "pods", namespace or "", name or "")
+        if refused is not None:
+            return refused
+        with self._lock:
+            if verb in ("list", "watch"):
+                items = [p for (ns, _), p in self.pods.items() if namespace in (None, ns)]
+                if verb == "watch":
+                    return self.watch.watch_response(request, namespace, items)
+                return self.watch.list_response(request, items, next(self._versions))
+            if namespace is not None and verb == "get" and name is not None:
+                pod = self.pods.get((namespace, name))
+                if pod is None:
+                    return json_response(_apistatus.not_found("", "pods", name), 404)
+                return json_response(pod, 200)
+            if namespace is not None and verb == "create" and name is None:
+                return self._create(namespace, json.loads(request.get_data()))
+        return json_response(_apistatus.status(405, "MethodNotAllowed", f"{request.method} {request.path}"), 405)
+
+    def _create(self, namespace: str, body: dict[str, Any]) -> Response:
+        if namespace not in self.cluster.namespaces:
+            return json_response(_apistatus.not_found("", "namespaces", namespace), 404)
+        pod = copy.deepcopy(body)
+        name = pod["metadata"]["name"]
+        if (namespace, name) in self.pods:
+            return json_response(_apistatus.already_exists("", "pods", name), 409)
+        pod.update(kind="Pod", apiVersion="v1")
+        pod["metadata"].update(namespace=namespace, uid=str(uuid.uuid4()), resourceVersion=str(next(self._versions)),
+                               creationTimestamp=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        pod["status"] = {"phase": "Pending"}
+        self.pods[(namespace, name)] = pod
+        self.watch.changed("ADDED", pod)
+        return json_response(pod, 201)
