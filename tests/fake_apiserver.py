@@ -2,16 +2,17 @@
 
 ``FakeApiServer`` keeps events per namespace and name under a path prefix (``/api/v1`` for core/v1 Events,
 ``/apis/events.k8s.io/v1`` for events.k8s.io) and answers POST (create), PATCH (merge of the patch into the
-stored event) and GET (list) as the API server does, with its status codes and ``Status`` bodies
-(``kubevents._apistatus``): 409 on a create of a stored name, 404 on a patch of a missing event, 422 for a note
-over 1 KiB, 400 for a MicroTime without its six digits; stored timestamps are written back at the server's
-precision (seconds for ``Time``, microseconds for ``MicroTime``). Lists (in a namespace, or across all of them at
-``<prefix>/events``), deletes and watches are served as the API server serves them (:class:`WatchLog`): pages of
-``limit`` items with a ``continue`` token, a snapshot at the list's ``resourceVersion``, and watch streams of
-the changes after a ``resourceVersion`` (410 ``Expired`` once the log was compacted past it). It records every
-request: method, path, content type and the decoded JSON body. ``fail_next(status, times)`` makes the next requests fail with an
-error Status; ``hang_next(times)`` makes the next requests go unanswered until ``release()`` (serve them from
-a threaded ``HTTPServer``, so that other requests are answered meanwhile).
+stored event), DELETE and GET (list, and watch) as the API server does, with its status codes and ``Status``
+bodies (``kubevents._apistatus``): 409 on a create of a stored name, 404 on a patch of a missing event, 422 for
+a note over 1 KiB or an event in another namespace than its object's, 400 for a MicroTime without its six
+digits; stored timestamps are written back at the server's precision (seconds for ``Time``, microseconds for
+``MicroTime``). Lists and watches, in a namespace or across all of them (``<prefix>/events``), are served by a
+:class:`WatchLog`: pages of ``limit`` items with a ``continue`` token, and streams of the changes after a
+``resourceVersion`` (410 ``Expired`` once it is too old). It records every request: method, path, content
+type and the decoded JSON body. ``fail_next(status, times)`` makes the next requests fail with an error Status;
+``hang_next(times)`` makes the next requests go unanswered until ``release()`` (serve them from a threaded
+``HTTPServer``, so that other requests are answered meanwhile); ``close_gate()`` holds them until
+``open_gate()``, then answers them.
 
 ``FakeCluster`` puts both event APIs behind the rest of what the integration tests use of a real cluster:
 bearer tokens (401 for an unknown one), an admin who may do anything and service accounts who may do nothing
@@ -117,9 +118,10 @@ class WatchLog:
     ``resourceVersion`` set. ``list_response`` answers a list (``limit`` and ``continue``: pages of a snapshot
     taken at the first page, as etcd serves them), ``watch_response`` a watch: the changes after the
     ``resourceVersion`` asked for, each a line ``{"type": ..., "object": ...}``; without one, ``ADDED`` for each
-    current object first. A stream ends after ``timeoutSeconds``, at ``end_watches()`` (as when an API server
-    restarts) and at ``close()``. After ``compact()``, a watch from an older ``resourceVersion`` gets the
-    ``ERROR`` event of a real server, a 410 ``Expired`` Status, and ends; the client lists again.
+    current object first. A stream ends after ``timeoutSeconds``, at ``end_watches()`` and ``expire()``, and at
+    ``close()``. After ``expire()`` (an API server restarting with a fresh watch cache), a watch from a
+    ``resourceVersion`` handed out before gets the ``ERROR`` event of a real server, a 410 ``Expired`` Status,
+    and ends; the client lists again. ``pause()`` holds new watch requests until ``resume()``.
     """
 
     # How often a watch stream looks for changes and for its end.
@@ -133,6 +135,7 @@ class WatchLog:
         self._compacted = 0  # a watch from a resourceVersion below this one is 410 Expired
         self._generation = 0  # end_watches() ends the streams of earlier generations
         self._closed = False
+        self._paused = False
         self._pages: dict[str, list[dict[str, Any]]] = {}
         self._tokens = itertools.count(1)
         self.watches = 0  # watch streams opened
@@ -143,12 +146,24 @@ class WatchLog:
                               obj["metadata"].get("namespace", ""), copy.deepcopy(obj)))
             self._cond.notify_all()
 
-    def compact(self) -> None:
-        """Forgets the changes so far: a watch from a resourceVersion before the latest one is 410 Expired."""
+    def expire(self) -> None:
+        """Ends the open watch streams and makes every resourceVersion handed out so far too old to watch from
+        (410 Expired), as when an API server restarts and its watch cache starts over."""
         with self._cond:
-            if self._log:
-                self._compacted = self._log[-1][0]
+            self._compacted = (self._log[-1][0] if self._log else self._compacted) + 1
             self._log.clear()
+            self._generation += 1
+            self._cond.notify_all()
+
+    def pause(self) -> None:
+        """Holds every later watch request until ``resume()`` (a server slow to answer them)."""
+        with self._cond:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self._cond:
+            self._paused = False
+            self._cond.notify_all()
 
     def end_watches(self) -> None:
         """Ends the open watch streams, as an API server does when it restarts."""
@@ -203,6 +218,10 @@ class WatchLog:
 
     def _stream(self, namespace: str | None, since: int, start: list[tuple[str, dict[str, Any]]], generation: int,
                 deadline: float | None) -> Iterator[bytes]:
+        with self._cond:
+            while self._paused and not self._closed:
+                self._cond.wait()
+        yield b""  # the server sends the headers at once (werkzeug sends them with the first write)
         if since < self._compacted:
             expired = _apistatus.status(410, "Expired", f"too old resource version: {since} ({self._compacted})")
             yield _watch_line("ERROR", expired)

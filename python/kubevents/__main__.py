@@ -6,6 +6,9 @@ built-in hour of a kubelet during an incident (``kubevents.traces.kubelet_storm`
 
 ``python -m kubevents sweep --trace FILE --grid burst=10,25,50 --grid qps=0.0033,0.01 [--csv out.csv]`` replays
 the trace under every combination of the grid instead (``python -m kubevents sweep --help``).
+
+``python -m kubevents capture --duration 10m FILE.jsonl`` captures a cluster's Events as a trace
+(``python -m kubevents capture --help``).
 """
 
 from __future__ import annotations
@@ -83,6 +86,11 @@ def main(argv: list[str] | None = None) -> int:
         from kubevents import _sweep_cli
 
         return _sweep_cli.main((sys.argv[1:] if argv is None else argv)[1:])
+    # python -m kubevents capture ... (kubevents/_capture_cli.py).
+    if (sys.argv[1:] if argv is None else argv)[:1] == ["capture"]:
+        from kubevents import _capture_cli
+
+        return _capture_cli.main((sys.argv[1:] if argv is None else argv)[1:])
     args = _parser().parse_args(argv)
     try:
         trace, source = trace_of(args)
