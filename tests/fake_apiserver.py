@@ -16,7 +16,8 @@ type and the decoded JSON body. ``fail_next(status, times)`` makes the next requ
 
 ``FakeCluster`` puts both event APIs behind the rest of what the integration tests use of a real cluster:
 bearer tokens (401 for an unknown one), an admin who may do anything and service accounts who may do nothing
-(403, as RBAC without bindings), namespaces (a create in a missing one is 404 ``namespaces "x" not found``),
+(403, as RBAC without bindings) but what ``grant`` allows, namespaces (a create in a missing one is 404
+``namespaces "x" not found``),
 service accounts and their tokens (TokenRequest), the discovery of events.k8s.io/v1, and pods
 (:class:`FakePods`: create, get, list and watch, with a stand-in for the kubelet's status writes).
 
@@ -434,7 +435,8 @@ class FakeCluster:
     """The API server of a cluster, as far as the integration tests use one (see the module docs).
 
     ``ADMIN_TOKEN`` authenticates as a user who may do anything; a TokenRequest for a service account returns
-    a token of ``system:serviceaccount:<namespace>:<name>``, who may do nothing else (no RBAC bindings). A
+    a token of ``system:serviceaccount:<namespace>:<name>``, who may do nothing else (no RBAC bindings) but
+    what ``grant`` binds to it. A
     request without a token is ``system:anonymous``'s. ``serves_events_v1=False`` plays a server without
     events.k8s.io/v1, which answers its paths 404 ``404 page not found`` (Go's ``http.NotFound``).
     """
@@ -448,6 +450,7 @@ class FakeCluster:
         self.namespaces = {"default", "kube-system", "kube-public"}
         self.service_accounts: set[tuple[str, str]] = set()
         self.tokens = {self.ADMIN_TOKEN: self.ADMIN}
+        self.grants: list[tuple[str, str | None, list[dict[str, Any]]]] = []  # (user, namespace or None, rules)
         self.core_v1 = FakeApiServer(server, cluster=self)
         self.events_v1 = FakeApiServer(server, prefix=EVENTS_V1, api_version="events.k8s.io/v1", cluster=self) \
             if serves_events_v1 else None
@@ -471,12 +474,22 @@ class FakeCluster:
             if store is not None:
                 store.close()
 
-    def kubeconfig(self, path: str) -> str:
-        """Writes a kubeconfig for this server and its admin token to ``path``; returns the path."""
+    def api_client(self, token: str = ADMIN_TOKEN) -> Any:
+        """An official ``kubernetes`` client of this server, authenticated with ``token`` (the admin's by
+        default)."""
+        import kubernetes.client
+
+        cfg = kubernetes.client.Configuration(host=self.host)
+        # "BearerToken" for the current clients, "authorization" for kubernetes < 35.
+        cfg.api_key = {"BearerToken": f"Bearer {token}", "authorization": f"Bearer {token}"}
+        return kubernetes.client.ApiClient(cfg)
+
+    def kubeconfig(self, path: str, token: str = ADMIN_TOKEN) -> str:
+        """Writes a kubeconfig for this server and ``token`` (the admin's by default) to ``path``; returns it."""
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": "fake",
             "clusters": [{"name": "fake", "cluster": {"server": self.host}}],
-            "users": [{"name": "admin", "user": {"token": self.ADMIN_TOKEN}}],
+            "users": [{"name": "admin", "user": {"token": token}}],
             "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "admin"}}],
         }
         with open(path, "w", encoding="utf-8") as f:
@@ -497,9 +510,27 @@ class FakeCluster:
         user = self._user(request)
         if user is None:
             return json_response(_apistatus.unauthorized(), 401)
-        if user != self.ADMIN:
+        if user != self.ADMIN and not self._allowed(user, verb, group, resource, namespace):
             return json_response(_apistatus.forbidden(user, verb, group, resource, namespace, name), 403)
         return None
+
+    def grant(self, user: str, rules: list[dict[str, Any]], namespace: str | None = None) -> None:
+        """Binds ``rules`` (the ``rules`` of a ClusterRole or Role manifest) to ``user``: in every namespace, as a
+        ClusterRoleBinding does, or in ``namespace`` alone, as a RoleBinding."""
+        with self._lock:
+            self.grants.append((user, namespace, copy.deepcopy(rules)))
+
+    def _allowed(self, user: str, verb: str, group: str, resource: str, namespace: str) -> bool:
+        """RBAC: some rule bound to the user names the verb, the group and the resource (or "*")."""
+        with self._lock:
+            grants = list(self.grants)
+
+        def matches(rule: dict[str, Any]) -> bool:
+            wanted = (("verbs", verb), ("apiGroups", group), ("resources", resource))
+            return all(set(rule.get(field) or []) & {value, "*"} for field, value in wanted)
+
+        return any(who == user and where in (None, namespace) and matches(r) for who, where, rules in grants
+                   for r in rules)
 
     def _namespaces(self, request: Request) -> Response:
         name = request.path.rsplit("/", 1)[-1] if request.path.count("/") == 4 else ""

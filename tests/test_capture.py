@@ -63,17 +63,11 @@ def kubeconfig(cluster: FakeCluster, tmp_path: Path) -> str:
     return cluster.kubeconfig(str(tmp_path / "kubeconfig"))
 
 
-def api_client(cluster: FakeCluster, token: str = FakeCluster.ADMIN_TOKEN) -> Any:
-    cfg = k8s.Configuration(host=cluster.host)
-    cfg.api_key = {"BearerToken": f"Bearer {token}", "authorization": f"Bearer {token}"}
-    return k8s.ApiClient(cfg)
-
-
 def record(cluster: FakeCluster, records: list[dict[str, Any]], namespace: str = "default") -> None:
     """Records the trace records through a Broadcaster (client-go's defaults) writing to the fake, each on a
     FakeClock at its time, every object moved into ``namespace``."""
     clock = kubevents.FakeClock(records[0]["t_ns"] / 1e9)
-    with api_client(cluster) as client:
+    with cluster.api_client() as client:
         b = kubevents.Broadcaster(clock=clock)
         b.start_recording_to_sink(CoreV1Sink(k8s.CoreV1Api(client)))
         recorders: dict[tuple[str, str], Any] = {}
@@ -374,7 +368,7 @@ def test_events_k8s_io_v1(cluster: FakeCluster, kubeconfig: str, tmp_path: Path)
     path = tmp_path / "capture.jsonl"
     running = Running(path, kubeconfig=kubeconfig, api="events.k8s.io/v1", namespaces=["shop"])
     wait_for("the watch", lambda: cluster.events_v1.watch.watches >= 1)
-    with api_client(cluster) as client:
+    with cluster.api_client() as client:
         sink = kubevents.EventsV1Sink(k8s.EventsV1Api(client))
         event = v1_event(None, "")
         del event["metadata"]["uid"]
@@ -389,12 +383,12 @@ def test_events_k8s_io_v1(cluster: FakeCluster, kubeconfig: str, tmp_path: Path)
 
 
 def test_a_refusal_stops_the_capture(cluster: FakeCluster, tmp_path: Path) -> None:
-    with api_client(cluster) as admin:
+    with cluster.api_client() as admin:
         core = k8s.CoreV1Api(admin)
         core.create_namespaced_service_account("shop", {"metadata": {"name": "no-rbac"}})
         token = json.loads(core.create_namespaced_service_account_token(
             "no-rbac", "shop", {"spec": {}}, _preload_content=False).data)["status"]["token"]
-    with api_client(cluster, token) as client, pytest.raises(CaptureError) as refused:
+    with cluster.api_client(token) as client, pytest.raises(CaptureError) as refused:
         Capture(tmp_path / "t.jsonl", api_client=client, namespaces=["shop"]).run()
     assert refused.value.status == 403
     assert str(refused.value) == ('namespace shop: 403 Forbidden: events is forbidden: User '
@@ -409,7 +403,7 @@ def test_a_server_without_events_k8s_io_v1(tmp_path: Path) -> None:
     fake = FakeCluster(server, serves_events_v1=False)
     try:
         with pytest.raises(CaptureError, match="all namespaces: 404 Not Found: 404 page not found"):
-            Capture(tmp_path / "t.jsonl", api="events.k8s.io/v1", api_client=api_client(fake)).run()
+            Capture(tmp_path / "t.jsonl", api="events.k8s.io/v1", api_client=fake.api_client()).run()
     finally:
         fake.close()
         server.clear()
