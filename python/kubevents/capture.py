@@ -482,7 +482,7 @@ def _progress_text(stats: CaptureStats) -> str:
 
 class Capture:
     """A capture of a cluster's Events to a trace file (see the module docs); ``run()`` runs it, ``stats``
-    holds its counts as it runs and once it ended.
+    holds its counts as it runs and once it ended, ``watching`` is set once it is under way.
 
     * ``path``: the trace to write, ``.jsonl`` (JSON Lines) or ``.parquet``; it is overwritten.
     * ``duration``: seconds to capture (None: until ``stop`` is set or Ctrl-C).
@@ -524,6 +524,8 @@ class Capture:
         self._progress = _Progress(sys.stderr if progress is True else (progress or None))
         self._stop = stop if stop is not None else threading.Event()
         self.stats = CaptureStats()
+        self.watching = threading.Event()
+        """Set once every watch has listed the Events there: what happens from then on is captured."""
 
     @property
     def scope(self) -> str:
@@ -590,6 +592,7 @@ class Capture:
                 if first:
                     waiting.discard(watch)
                     if not waiting:
+                        self.watching.set()
                         self._progress.say(f"kubevents capture: capturing {self.scope} to {self.path}"
                                            + (f" for {format_duration(self.duration)}" if self.duration else "")
                                            + " (Ctrl-C to stop)")
