@@ -112,6 +112,22 @@ def _query_int(request: Request, name: str) -> int | None:
     return int(value) if value else None
 
 
+def _verb(request: Request, name: str | None) -> str:
+    """The request's verb as RBAC names it."""
+    verb = {"POST": "create", "PATCH": "patch", "DELETE": "delete", "GET": "get" if name else "list"}.get(
+        request.method, "")
+    return "watch" if verb == "list" and _go_bool(request.args.get("watch")) else verb
+
+
+def _delete_namespace(objects: dict[tuple[str, str], dict[str, Any]], namespace: str, versions: Iterator[int],
+                      watch: WatchLog) -> None:
+    """Deletes the namespace's objects, as the namespace controller does once the namespace is deleted."""
+    for key in [k for k in objects if k[0] == namespace]:
+        gone = objects.pop(key)
+        gone["metadata"]["resourceVersion"] = str(next(versions))
+        watch.changed("DELETED", gone)
+
+
 class WatchLog:
     """The changes of one resource, kept as the API server keeps them to serve lists and watches.
 
@@ -177,6 +193,15 @@ class WatchLog:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+
+    def serve(self, request: Request, namespace: str | None, objects: dict[tuple[str, str], dict[str, Any]],
+              versions: Iterator[int]) -> Response:
+        """A list or a watch (``watch=true``) of the objects of ``namespace`` (None: all), keyed by namespace and
+        name; a list is at the next of ``versions``."""
+        items = [o for (ns, _), o in objects.items() if namespace in (None, ns)]
+        if _go_bool(request.args.get("watch")):
+            return self.watch_response(request, namespace, items)
+        return self.list_response(request, items, next(versions))
 
     def list_response(self, request: Request, items: Iterable[dict[str, Any]], version: int) -> Response:
         """A page of ``items`` (the objects at ``version``, sorted by namespace and name), or the next page of
@@ -310,12 +335,8 @@ class FakeApiServer:
         self._open.set()
 
     def delete_namespace(self, namespace: str) -> None:
-        """Deletes the namespace's events, as the namespace controller does once the namespace is deleted."""
         with self._lock:
-            for key in [k for k in self.events if k[0] == namespace]:
-                gone = self.events.pop(key)
-                gone["metadata"]["resourceVersion"] = str(next(self._versions))
-                self.watch.changed("DELETED", gone)
+            _delete_namespace(self.events, namespace, self._versions, self.watch)
 
     def _status(self, code: int, message: str) -> Response:
         return json_response(_apistatus.status(code, _REASONS.get(code, "InternalError"), message), code)
@@ -349,19 +370,13 @@ class FakeApiServer:
             if self._failures:
                 code = self._failures.pop(0)
                 return self._status(code, f"injected {code}")
-            verb = {"POST": "create", "PATCH": "patch", "GET": "get" if name else "list",
-                    "DELETE": "delete"}.get(request.method, "")
-            if verb == "list" and _go_bool(request.args.get("watch")):
-                verb = "watch"
+            verb = _verb(request, name)
             if self.cluster is not None:
                 refused = self.cluster.refusal(request, verb, self.group, "events", namespace or "", name or "")
                 if refused is not None:
                     return refused
             if verb in ("list", "watch"):
-                items = [e for (ns, _), e in self.events.items() if namespace in (None, ns)]
-                if verb == "watch":
-                    return self.watch.watch_response(request, namespace, items)
-                return self.watch.list_response(request, items, next(self._versions))
+                return self.watch.serve(request, namespace, self.events, self._versions)
             if namespace is not None and verb == "create" and name is None:
                 return self._create(namespace, body)
             if namespace is not None and verb == "patch" and name is not None:
@@ -376,7 +391,9 @@ class FakeApiServer:
             return json_response(_apistatus.not_found(self.group, "events", name), 404)
         gone["metadata"]["resourceVersion"] = str(next(self._versions))
         self.watch.changed("DELETED", gone)
-        details = {"name": name, "group": self.group, "kind": "events"} if self.group else {"name": name, "kind": "events"}
+        details = {"name": name, "group": self.group, "kind": "events"}
+        if not self.group:
+            del details["group"]  # omitempty
         return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                               "details": details}, 200)
 
@@ -620,10 +637,7 @@ class FakePods:
 
     def delete_namespace(self, namespace: str) -> None:
         with self._lock:
-            for key in [k for k in self.pods if k[0] == namespace]:
-                gone = self.pods.pop(key)
-                gone["metadata"]["resourceVersion"] = str(next(self._versions))
-                self.watch.changed("DELETED", gone)
+            _delete_namespace(self.pods, namespace, self._versions, self.watch)
 
     def crash_loop(self, namespace: str, name: str, restarts: int, container: str = "app") -> dict[str, Any]:
         """Writes the status of a pod whose container exited and waits in restart back-off, after ``restarts``
@@ -654,18 +668,13 @@ class FakePods:
         m = self._pattern.match(request.path)
         assert m is not None
         namespace, name = m.group(1), m.group(2)
-        verb = {"POST": "create", "GET": "get" if name else "list"}.get(request.method, "")
-        if verb == "list" and _go_bool(request.args.get("watch")):
-            verb = "watch"
+        verb = _verb(request, name)
         refused = self.cluster.refusal(request, verb, "", "pods", namespace or "", name or "")
         if refused is not None:
             return refused
         with self._lock:
             if verb in ("list", "watch"):
-                items = [p for (ns, _), p in self.pods.items() if namespace in (None, ns)]
-                if verb == "watch":
-                    return self.watch.watch_response(request, namespace, items)
-                return self.watch.list_response(request, items, next(self._versions))
+                return self.watch.serve(request, namespace, self.pods, self._versions)
             if namespace is not None and verb == "get" and name is not None:
                 pod = self.pods.get((namespace, name))
                 if pod is None:

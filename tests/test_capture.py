@@ -12,7 +12,6 @@ import select
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ k8s = pytest.importorskip("kubernetes.client")
 from pytest_httpserver import HTTPServer  # noqa: E402
 
 import kubevents  # noqa: E402
+from cluster_support import WAIT, RunningCapture, fake_cluster, record_each, wait_for  # noqa: E402
 from fake_apiserver import FakeCluster  # noqa: E402
 from kubevents import capture as capture_module  # noqa: E402
 from kubevents.capture import Capture, CaptureError, CaptureStats, format_duration, parse_duration  # noqa: E402
@@ -33,29 +33,12 @@ from kubevents.sinks import CoreV1Sink  # noqa: E402
 from kubevents.traces import generate, read_jsonl, read_parquet, to_records  # noqa: E402
 
 T0 = 1_700_000_000
-WAIT = 60  # seconds a test waits for the capture before it fails
-
-
-def wait_for(what: str, condition: Callable[[], bool], timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture
 def cluster() -> Iterator[FakeCluster]:
-    server = HTTPServer(threaded=True)
-    server.start()
-    fake = FakeCluster(server)
-    fake.namespaces |= {"shop", "search"}
-    try:
+    with fake_cluster("shop", "search") as fake:
         yield fake
-    finally:
-        fake.close()
-        server.clear()
-        server.stop()
 
 
 @pytest.fixture
@@ -64,23 +47,12 @@ def kubeconfig(cluster: FakeCluster, tmp_path: Path) -> str:
 
 
 def record(cluster: FakeCluster, records: list[dict[str, Any]], namespace: str = "default") -> None:
-    """Records the trace records through a Broadcaster (client-go's defaults) writing to the fake, each on a
-    FakeClock at its time, every object moved into ``namespace``."""
+    """Records the trace records through a Broadcaster (client-go's defaults) writing to the fake."""
     clock = kubevents.FakeClock(records[0]["t_ns"] / 1e9)
     with cluster.api_client() as client:
         b = kubevents.Broadcaster(clock=clock)
         b.start_recording_to_sink(CoreV1Sink(k8s.CoreV1Api(client)))
-        recorders: dict[tuple[str, str], Any] = {}
-        for r in records:
-            clock.set(r["t_ns"] / 1e9)
-            i = r["involved"]
-            ref = {"kind": i["kind"], "namespace": namespace, "name": i["name"], "uid": i["uid"],
-                   "apiVersion": i["api_version"]}
-            source = (r["source_component"], r["source_host"])
-            if source not in recorders:
-                recorders[source] = b.new_recorder(*source)
-            recorders[source].event(ref, r["type"], r["reason"], r["message"], field_path=i["field_path"] or None)
-            assert b.wait_idle(WAIT)
+        record_each(b, records, namespace, clock)
         stats = b.shutdown(timeout=WAIT)
     assert stats["abandoned"] == 0
 
@@ -96,35 +68,6 @@ def stored_counts(cluster: FakeCluster) -> Counter[tuple[str, str, str]]:
 
 def trace_counts(records: list[dict[str, Any]]) -> Counter[tuple[str, str, str]]:
     return Counter((r["involved"]["name"], r["reason"], r["message"]) for r in records)
-
-
-class Running:
-    """A capture running on a thread until ``stop()``."""
-
-    def __init__(self, path: Path, **options: Any) -> None:
-        self.stop_event = threading.Event()
-        self.capture = Capture(path, stop=self.stop_event, **options)
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.capture.run()
-        except BaseException as e:  # noqa: BLE001 (raised again by stop())
-            self.error = e
-
-    def until(self, occurrences: int) -> None:
-        wait_for(f"{occurrences} occurrences", lambda: self.capture.stats.occurrences >= occurrences
-                 or self.error is not None)
-
-    def stop(self) -> CaptureStats:
-        self.stop_event.set()
-        self.thread.join(WAIT)
-        assert not self.thread.is_alive()
-        if self.error is not None:
-            raise self.error
-        return self.capture.stats
 
 
 def watching(cluster: FakeCluster, n: int = 1) -> Callable[[], bool]:
@@ -272,7 +215,7 @@ def test_a_capture_replays_with_the_counts_it_watched(cluster: FakeCluster, kube
     before, existing = stored_counts(cluster), len(cluster.core_v1.events)
     path = tmp_path / "capture.jsonl"
     progress = io.StringIO()
-    running = Running(path, kubeconfig=kubeconfig, progress=progress)
+    running = RunningCapture(path, kubeconfig=kubeconfig, progress=progress)
     wait_for("the watch", watching(cluster))
     record(cluster, workload[100:])
     watched = stored_counts(cluster) - before
@@ -296,7 +239,7 @@ def test_a_capture_replays_with_the_counts_it_watched(cluster: FakeCluster, kube
 def test_parquet(cluster: FakeCluster, kubeconfig: str, tmp_path: Path) -> None:
     pytest.importorskip("pyarrow")
     path = tmp_path / "capture.parquet"
-    running = Running(path, kubeconfig=kubeconfig)
+    running = RunningCapture(path, kubeconfig=kubeconfig)
     wait_for("the watch", watching(cluster))
     record(cluster, list(generate("storm", 200, seed=1)))
     running.until(stored_counts(cluster).total())
@@ -313,7 +256,7 @@ def test_a_watch_restart_lists_again_without_counting_twice(cluster: FakeCluster
     old resourceVersion is 410 Expired, the capture lists again and counts only what changed meanwhile."""
     workload = list(generate("identical", 600, seed=1))
     path = tmp_path / "capture.jsonl"
-    running = Running(path, kubeconfig=kubeconfig)
+    running = RunningCapture(path, kubeconfig=kubeconfig)
     wait_for("the watch", watching(cluster))
     record(cluster, workload[:200])
     running.until(stored_counts(cluster).total())
@@ -334,7 +277,7 @@ def test_a_watch_restart_lists_again_without_counting_twice(cluster: FakeCluster
 
 
 def test_the_server_ending_a_watch_is_no_restart(cluster: FakeCluster, kubeconfig: str, tmp_path: Path) -> None:
-    running = Running(tmp_path / "capture.jsonl", kubeconfig=kubeconfig)
+    running = RunningCapture(tmp_path / "capture.jsonl", kubeconfig=kubeconfig)
     wait_for("the watch", watching(cluster))
     record(cluster, list(generate("storm", 40, seed=1)))
     cluster.core_v1.watch.end_watches()
@@ -348,7 +291,7 @@ def test_the_server_ending_a_watch_is_no_restart(cluster: FakeCluster, kubeconfi
 def test_namespaces(cluster: FakeCluster, kubeconfig: str, tmp_path: Path) -> None:
     path = tmp_path / "capture.jsonl"
     progress = io.StringIO()
-    running = Running(path, kubeconfig=kubeconfig, namespaces=["shop", "search", "shop"], progress=progress)
+    running = RunningCapture(path, kubeconfig=kubeconfig, namespaces=["shop", "search", "shop"], progress=progress)
     wait_for("the watches", watching(cluster, 2))
     storm = list(generate("storm", 60, seed=1))
     for namespace in ("shop", "default", "search"):
@@ -366,7 +309,7 @@ def test_events_k8s_io_v1(cluster: FakeCluster, kubeconfig: str, tmp_path: Path)
     """Series counts through events.k8s.io/v1: a new event is one occurrence, series.count 2 one more, then
     5 three more, each at its lastObservedTime."""
     path = tmp_path / "capture.jsonl"
-    running = Running(path, kubeconfig=kubeconfig, api="events.k8s.io/v1", namespaces=["shop"])
+    running = RunningCapture(path, kubeconfig=kubeconfig, api="events.k8s.io/v1", namespaces=["shop"])
     wait_for("the watch", lambda: cluster.events_v1.watch.watches >= 1)
     with cluster.api_client() as client:
         sink = kubevents.EventsV1Sink(k8s.EventsV1Api(client))

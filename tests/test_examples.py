@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,44 +15,27 @@ import pytest
 k8s = pytest.importorskip("kubernetes.client")
 pytest.importorskip("kubernetes_asyncio")
 
-from pytest_httpserver import HTTPServer  # noqa: E402
-
-from example_support import (  # noqa: E402
+from cluster_support import (  # noqa: E402
     COMPONENT,
     DEPLOY,
     EXAMPLES,
     REASON,
-    WAIT,
     Example,
+    fake_cluster,
     manifests,
     message,
     role_rules,
+    wait_for,
 )
 from fake_apiserver import FakeCluster  # noqa: E402
 
 SHUTDOWN_TIMEOUT = 10  # the examples' SHUTDOWN_TIMEOUT
 
 
-def wait_for(what: str, condition: Callable[[], bool], timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
 @pytest.fixture
 def cluster() -> Iterator[FakeCluster]:
-    server = HTTPServer(threaded=True)
-    server.start()
-    fake = FakeCluster(server)
-    fake.namespaces |= {"demo", COMPONENT}
-    try:
+    with fake_cluster("demo", COMPONENT) as fake:
         yield fake
-    finally:
-        fake.close()
-        server.clear()
-        server.stop()
 
 
 def create_pod(cluster: FakeCluster, namespace: str, name: str) -> dict[str, Any]:
@@ -126,8 +108,9 @@ def test_a_crash_loop_is_one_warning_counted_up_and_sigterm_flushes(cluster: Fak
     assert counted(cluster, "crashy", 4)()
     elsewhere = [e.get("count") for e in warnings_about(cluster, "elsewhere")]
     assert elsewhere == ([] if namespace else [1])
-    stopped = f"stopped: events written: {1 + len(elsewhere)} created, 3 patched; 0 skipped by the spam filter, 0 abandoned"
-    assert stopped in example.output
+    created = 1 + len(elsewhere)
+    assert f"stopped: events written: {created} created, 3 patched; 0 skipped by the spam filter, 0 abandoned" \
+        in example.output
     assert "Traceback" not in example.output
 
 
@@ -135,7 +118,8 @@ def test_without_the_patch_right_repeats_are_refused(cluster: FakeCluster, tmp_p
     """The rules are needed too: without patch on events the first warning is written and the repeats are
     refused (403), counted and logged."""
     rules = [dict(r, verbs=[v for v in r["verbs"] if v != "patch"]) for r in role_rules()]
-    example = Example("sync", service_account_kubeconfig(cluster, tmp_path / "kubeconfig", rules), "--namespace", "demo")
+    kubeconfig = service_account_kubeconfig(cluster, tmp_path / "kubeconfig", rules)
+    example = Example("sync", kubeconfig, "--namespace", "demo")
     try:
         example.wait_for("watching pods in")
         wait_for("the pod watch", lambda: cluster.pods.watch.watches >= 1)

@@ -4,10 +4,7 @@ server holds, for events written through core/v1 and through events.k8s.io/v1.""
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,49 +12,11 @@ import kubernetes.client as k8s
 import pytest
 
 import kubevents
+from cluster_support import RunningCapture, record_each
 from e2e_support import CORE_V1, EVENTS_V1, WAIT, FakeServer, Server, list_events, record
-from kubevents.capture import Capture, CaptureStats
 from kubevents.traces import generate, read_jsonl
 
 T0 = 1_700_000_000
-
-
-def wait_for(what: str, condition: Callable[[], bool], timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-class Running:
-    """A capture of the test namespace, on a thread until ``stop()``."""
-
-    def __init__(self, server: Server, path: Path, api: str) -> None:
-        self.client = server.api_client()
-        self.stop_event = threading.Event()
-        self.capture = Capture(path, namespaces=[server.namespace], api=api, api_client=self.client,
-                               stop=self.stop_event)
-        self.errors: list[BaseException] = []
-        self.thread = threading.Thread(target=self._run)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.capture.run()
-        except BaseException as e:  # noqa: BLE001 (raised again by stop())
-            self.errors.append(e)
-
-    def until(self, occurrences: int) -> None:
-        wait_for(f"{occurrences} occurrences", lambda: self.capture.stats.occurrences >= occurrences or self.errors)
-
-    def stop(self) -> CaptureStats:
-        self.stop_event.set()
-        self.thread.join(WAIT)
-        self.client.close()
-        if self.errors:
-            raise self.errors[0]
-        return self.capture.stats
 
 
 def counts(events: list[dict[str, Any]]) -> Counter[tuple[str, str, str]]:
@@ -71,28 +30,15 @@ def counts(events: list[dict[str, Any]]) -> Counter[tuple[str, str, str]]:
 def test_a_capture_replays_with_the_counts_on_the_server(server: Server, tmp_path: Path) -> None:
     ns = server.namespace
     path = tmp_path / "capture.jsonl"
-    running = Running(server, path, CORE_V1)
-    assert running.capture.watching.wait(WAIT)
     workload = list(generate("mixed", 400, seed=5))
     clock = kubevents.FakeClock(workload[0]["t_ns"] / 1e9)
-
-    def drive(b: Any) -> None:
-        recorders: dict[tuple[str, str], Any] = {}
-        for r in workload:
-            clock.set(r["t_ns"] / 1e9)
-            i = r["involved"]
-            ref = {"kind": i["kind"], "namespace": ns, "name": i["name"], "uid": i["uid"], "apiVersion": "v1"}
-            source = (r["source_component"], r["source_host"])
-            if source not in recorders:
-                recorders[source] = b.new_recorder(*source)
-            recorders[source].event(ref, r["type"], r["reason"], r["message"], field_path=i["field_path"] or None)
-            assert b.wait_idle(WAIT)
-
-    record(server, "CoreV1Sink", drive, clock=clock)
     with server.api_client() as client:
+        running = RunningCapture(path, namespaces=[ns], api=CORE_V1, api_client=client)
+        assert running.capture.watching.wait(WAIT)
+        record(server, "CoreV1Sink", lambda b: record_each(b, workload, ns, clock), clock=clock)
         on_server = counts(list_events(client, ns))
-    running.until(on_server.total())
-    stats = running.stop()
+        running.until(on_server.total())
+        stats = running.stop()
     records = list(read_jsonl(path))
     assert Counter((r["involved"]["name"], r["reason"], r["message"]) for r in records) == on_server
     assert kubevents.simulate(path).totals["events"] == stats.occurrences == on_server.total() > 300
@@ -106,20 +52,20 @@ def test_series_counts_of_events_k8s_io_v1(server: Server, tmp_path: Path, watch
         pytest.skip("the fake serves events.k8s.io/v1 events on their own API only")
     ns = server.namespace
     path = tmp_path / "capture.jsonl"
-    running = Running(server, path, watched)
-    assert running.capture.watching.wait(WAIT)
     event = {"metadata": {"name": f"web-0.{T0:x}", "namespace": ns}, "eventTime": "2023-11-14T22:13:20.250000Z",
              "reportingController": "kubevents.io/e2e", "reportingInstance": "kubevents-e2e-1", "action": "Restart",
              "reason": "BackOff", "type": "Warning", "note": "Back-off restarting failed container",
              "regarding": {"kind": "Pod", "namespace": ns, "name": "web-0", "uid": "u-web-0", "apiVersion": "v1"}}
     series = [(2, "2023-11-14T22:18:20.500000Z"), (5, "2023-11-14T22:22:20.000001Z")]
     with server.api_client() as client:
+        running = RunningCapture(path, namespaces=[ns], api=watched, api_client=client)
+        assert running.capture.watching.wait(WAIT)
         sink = kubevents.EventsV1Sink(k8s.EventsV1Api(client))
         sink.create(event)
         for count, at in series:
             sink.patch(event, json.dumps({"series": {"count": count, "lastObservedTime": at}}).encode())
-    running.until(5)
-    stats = running.stop()
+        running.until(5)
+        stats = running.stop()
     records = list(read_jsonl(path))
     parse = kubevents.traces._parse_time
     assert [r["t_ns"] for r in records] == [parse(event["eventTime"], "t"), parse(series[0][1], "t")] \

@@ -9,6 +9,7 @@ import kubernetes.client as k8s
 import pytest
 
 import kubevents
+from cluster_support import record_each
 from e2e_support import CORE_V1, CORE_V1_SINKS, WAIT, list_events, record, start, unique_name
 from kubevents.sinks import MemorySink
 from kubevents.traces import generate
@@ -20,23 +21,9 @@ FIELDS = ("count", "message", "reason", "type", "firstTimestamp", "lastTimestamp
 
 
 def replay(namespace: str, clock: kubevents.FakeClock):
-    """Records the workload, every object moved into ``namespace``, one recorder per source. The correlator
-    reads the clock, so each event is handled before the clock moves on: the same decisions in every run."""
-
-    def drive(b: Any) -> None:
-        recorders: dict[tuple[str, str], Any] = {}
-        for r in generate("mixed", EVENTS, seed=SEED):
-            clock.set(r["t_ns"] / 1e9)
-            i = r["involved"]
-            ref = {"kind": i["kind"], "namespace": namespace, "name": i["name"], "uid": i["uid"],
-                   "apiVersion": i["api_version"]}
-            source = (r["source_component"], r["source_host"])
-            if source not in recorders:
-                recorders[source] = b.new_recorder(*source)
-            recorders[source].event(ref, r["type"], r["reason"], r["message"], field_path=i["field_path"] or None)
-            assert b.wait_idle(WAIT)
-
-    return drive
+    """Records the workload, every object moved into ``namespace``, one recorder per source, each event
+    handled before the clock moves on: the same decisions in every run."""
+    return lambda b: record_each(b, generate("mixed", EVENTS, seed=SEED), namespace, clock)
 
 
 def kept(events: list[dict[str, Any]], uids: set[str]) -> dict[str, dict[str, Any]]:

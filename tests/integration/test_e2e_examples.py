@@ -9,8 +9,7 @@ tests/test_examples.py goes into the details against the fake.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +17,9 @@ import kubernetes.client as k8s
 import pytest
 
 from e2e_support import REQUEST_TIMEOUT, FakeServer, Server, list_events, service_account_token, unique_name
-from example_support import COMPONENT, EXAMPLES, REASON, Example, crashing_pod, message, role_rules
+from cluster_support import COMPONENT, EXAMPLES, REASON, Example, crashing_pod, message, role_rules, wait_for
 
 WAIT = 180  # seconds: a real kubelet's back-off before the second restart, and pulling the image first
-
-
-def wait_for(what: str, condition: Callable[[], bool], log: Callable[[], str]) -> None:
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; the example's log:\n{log()}")
-        time.sleep(0.2)
 
 
 def kubeconfig_of(server: Server, token: str, path: Path) -> str:
@@ -89,7 +80,7 @@ def test_the_example_warns_about_a_crash_loop(server: Server, controller_kubecon
         example.wait_for("watching pods in", timeout=WAIT)
         fake = server.fake if isinstance(server, FakeServer) else None
         if fake is not None:
-            wait_for("the pod watch", lambda: fake.pods.watch.watches >= 1, lambda: example.output)
+            wait_for("the pod watch", lambda: fake.pods.watch.watches >= 1, WAIT, lambda: example.output)
         with server.api_client() as admin:
             pod = json.loads(k8s.CoreV1Api(admin).create_namespaced_pod(
                 ns, crashing_pod("crashy"), _preload_content=False, _request_timeout=REQUEST_TIMEOUT).data)
@@ -98,7 +89,7 @@ def test_the_example_warns_about_a_crash_loop(server: Server, controller_kubecon
                 fake.pods.crash_loop(ns, "crashy", restarts)
             wait_for(f"restart {restarts} warned about",
                      lambda n=restarts: [e.get("count", 1) >= n for e in warnings_about(server, "crashy")] == [True],
-                     lambda: example.output)
+                     WAIT, lambda: example.output)
         example.terminate()
         assert example.wait() == 0, example.output
     finally:

@@ -5,9 +5,10 @@ The expected bodies are written out as the Kubernetes source builds them: ``NewA
 ``NewNotFound``, ``NewUnauthorized``, ``NewForbidden`` and ``NewInvalid`` in apimachinery's
 ``pkg/api/errors/errors.go``; the forbidden message of ``endpoints/handlers/responsewriters/errors.go``; the
 ``namespaces "x" not found`` of the NamespaceLifecycle admission plugin (its GET of the namespace); the note
-limit and the namespace of an event about a cluster-scoped object (``legacyValidateEvent``: ``default``, or with
-an ``eventTime`` also ``kube-system``) of ``pkg/apis/core/validation/events.go``. Errors on events.k8s.io/v1 name the resource the request
-used (``events.events.k8s.io``), the store's ``qualifiedResourceFromContext``.
+limit and the namespace of an event about a cluster-scoped object (``legacyValidateEvent``: ``default``, or
+with an ``eventTime`` also ``kube-system``) of ``pkg/apis/core/validation/events.go``. Errors on
+events.k8s.io/v1 name the resource the request used (``events.events.k8s.io``), the store's
+``qualifiedResourceFromContext``.
 """
 
 from __future__ import annotations
@@ -83,9 +84,9 @@ def expected(api: str, case: str, namespace: str, user: str = "") -> list[dict[s
     if case == "cluster-scoped-elsewhere":
         why = 'Invalid value: "": does not match event.namespace'
         name = node_event(api, namespace)["metadata"]["name"]
+        cause = {"reason": "FieldValueInvalid", "message": why, "field": "involvedObject.namespace"}
         return [status(422, "Invalid", f'Event "{name}" is invalid: involvedObject.namespace: {why}',
-                       {"name": name, "kind": "Event",
-                        "causes": [{"reason": "FieldValueInvalid", "message": why, "field": "involvedObject.namespace"}]})]
+                       {"name": name, "kind": "Event", "causes": [cause]})]
     if case == "unauthorized":
         return [status(401, "Unauthorized", "Unauthorized")]
     assert case == "forbidden"
@@ -132,8 +133,8 @@ def client_sink(api_client: Any, api: str) -> Any:
     return CoreV1Sink(k8s.CoreV1Api(api_client)) if api == CORE_V1 else kubevents.EventsV1Sink(k8s.EventsV1Api(api_client))
 
 
-SERVER_CASES = [(CORE_V1, c) for c in ("already-exists", "patch-missing", "missing-namespace", "cluster-scoped-elsewhere",
-                                      "unauthorized", "forbidden")] \
+SERVER_CASES = [(CORE_V1, c) for c in ("already-exists", "patch-missing", "missing-namespace",
+                                      "cluster-scoped-elsewhere", "unauthorized", "forbidden")] \
     + [(EVENTS_V1, c) for c in ("already-exists", "patch-missing", "missing-namespace", "note-too-long",
                                 "cluster-scoped-elsewhere", "unauthorized", "forbidden")]
 MEMORY_CASES = [(api, case) for api, case in SERVER_CASES if case not in ("unauthorized", "forbidden")]
