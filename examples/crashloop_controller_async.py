@@ -1,5 +1,6 @@
 r"""``crashloop_controller.py`` on asyncio: the same controller with ``kubernetes_asyncio``, writing its events
-through ``AsyncCoreV1Sink`` on the controller's own event loop.
+through ``AsyncCoreV1Sink`` on the controller's own event loop. It repeats the other file's controller logic, so
+that it needs ``kubernetes_asyncio`` alone.
 
 Run it as the other one (``pip install kubevents kubernetes_asyncio``)::
 
