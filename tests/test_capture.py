@@ -3,6 +3,7 @@ API server (tests/fake_apiserver.py) through the official client, and replayed."
 
 from __future__ import annotations
 
+import _thread
 import io
 import json
 import os
@@ -12,6 +13,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -274,6 +276,27 @@ def test_a_watch_restart_lists_again_without_counting_twice(cluster: FakeCluster
     assert stats.occurrences == len(records) == stored_counts(cluster).total()
     assert stats.restarts == 1
     assert watch.watches == 3  # the first, the one answered 410, and the one after the list
+
+
+def test_ctrl_c_closes_the_file_then_raises(cluster: FakeCluster, kubeconfig: str, tmp_path: Path) -> None:
+    path = tmp_path / "capture.parquet"
+    capture = Capture(path, kubeconfig=kubeconfig)
+    storm = list(generate("storm", 100, seed=1))
+
+    def interrupt() -> None:
+        wait_for("the capture", capture.watching.is_set)
+        record(cluster, storm)
+        wait_for("the occurrences", lambda: capture.stats.occurrences == stored_counts(cluster).total())
+        _thread.interrupt_main()  # Ctrl-C
+
+    helper = threading.Thread(target=interrupt)
+    helper.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            capture.run()
+    finally:
+        helper.join(WAIT)
+    assert read_parquet(path).num_rows == capture.stats.occurrences == stored_counts(cluster).total() > 0
 
 
 def test_the_server_ending_a_watch_is_no_restart(cluster: FakeCluster, kubeconfig: str, tmp_path: Path) -> None:
