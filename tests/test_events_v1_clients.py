@@ -76,7 +76,8 @@ def test_events_v1_sink_with_the_official_client(servers):
 def test_events_v1_sink_classifies_server_errors(servers):
     v1, _, server = servers
     sink = kubevents.EventsV1Sink(k8s.EventsV1Api(client(server)))
-    event = {"metadata": {"name": "e.1", "namespace": "web"}, "eventTime": "2023-11-14T22:13:21.000000Z"}
+    event = {"metadata": {"name": "e.1", "namespace": "web"}, "eventTime": "2023-11-14T22:13:21.000000Z",
+             "regarding": POD}
     assert sink.create(event)["metadata"]["resourceVersion"] == "1"
     with pytest.raises(k8s.ApiException) as conflict:
         sink.create(event)

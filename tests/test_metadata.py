@@ -17,10 +17,14 @@ def test_version_is_the_distributions():
 
 
 def test_extras():
-    assert {"lab", "polars", "kopf", "metrics", "test"} <= set(META.get_all("Provides-Extra") or [])
+    assert {"lab", "polars", "kopf", "metrics", "capture", "test"} <= set(META.get_all("Provides-Extra") or [])
     requires = [Requirement(r) for r in META.get_all("Requires-Dist") or []]
-    metrics = {r.name for r in requires if r.marker is not None and r.marker.evaluate({"extra": "metrics"})}
-    assert "prometheus-client" in metrics
+
+    def extra(name: str) -> set[str]:
+        return {r.name for r in requires if r.marker is not None and r.marker.evaluate({"extra": name})}
+
+    assert "prometheus-client" in extra("metrics")
+    assert "kubernetes" in extra("capture")
     # The package itself needs nothing: every dependency belongs to an extra.
     assert all(r.marker is not None for r in requires)
 

@@ -6,6 +6,9 @@ built-in hour of a kubelet during an incident (``kubevents.traces.kubelet_storm`
 
 ``python -m kubevents sweep --trace FILE --grid burst=10,25,50 --grid qps=1/300,0.01 [--csv out.csv]`` replays
 the trace under every combination of the grid instead (``python -m kubevents sweep --help``).
+
+``python -m kubevents capture --duration 10m FILE.jsonl`` captures a cluster's Events as a trace
+(``python -m kubevents capture --help``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ commands:
   sweep    replay the trace under every combination of a grid of options and
            compare the metrics (python -m kubevents sweep --help), e.g.
            python -m kubevents sweep --grid burst=10,25 --grid qps=1/300,0.01
+  capture  watch a cluster's Events for a while and write them as a trace to
+           replay (python -m kubevents capture --help), e.g.
+           python -m kubevents capture --duration 10m events.jsonl
 """
 
 
@@ -98,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
             from kubevents import _sweep_cli
 
             return _sweep_cli.main(args_given[1:])
+        # python -m kubevents capture ... (kubevents/_capture_cli.py).
+        if args_given[:1] == ["capture"]:
+            from kubevents import _capture_cli
+
+            return _capture_cli.main(args_given[1:])
         return _replay(_parser().parse_args(args_given))
     except KeyboardInterrupt:
         print("kubevents: interrupted", file=sys.stderr)

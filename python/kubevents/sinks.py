@@ -118,14 +118,30 @@ def _group(event: dict[str, Any]) -> str:
     return "" if "involvedObject" in event else "events.k8s.io"
 
 
-def _validation_errors(event: dict[str, Any], name: str) -> list[tuple[str, str, str]]:
-    """What the API server's validation of a created event finds, as ``(field, value, detail)``: the note
-    limit (``legacyValidateEvent``, for events with an ``eventTime``), then the name as a path segment."""
-    if event.get("eventTime"):
+# The namespaces an event about a cluster-scoped object may be stored in (``legacyValidateEvent``): "default"
+# (or none, which a namespaced request cannot give) without an ``eventTime``; with one, "default" or "kube-system".
+_CLUSTER_SCOPED_EVENT_NAMESPACES = {False: ("", "default"), True: ("default", "kube-system")}
+
+
+def _validation_errors(event: dict[str, Any], namespace: str, name: str) -> list[tuple[str, str, str]]:
+    """What the API server's validation of an event created in ``namespace`` finds, as ``(field, value,
+    detail)``, in its order (``legacyValidateEvent``, then the name as a path segment): the event's namespace
+    against its object's (the same one; "default" for a cluster-scoped object, or "kube-system" for one with an
+    ``eventTime``); the note limit for events with an ``eventTime``."""
+    errors = []
+    timed = bool(event.get("eventTime"))
+    ref_namespace = str((event.get("regarding" if _group(event) else "involvedObject") or {}).get("namespace") or "")
+    if ref_namespace:
+        mismatch = not timed and namespace != ref_namespace  # with an eventTime, the server does not compare them
+    else:
+        mismatch = namespace not in _CLUSTER_SCOPED_EVENT_NAMESPACES[timed]
+    if mismatch:
+        errors.append(("involvedObject.namespace", ref_namespace, "does not match event.namespace"))
+    if timed:
         text = event.get("note" if _group(event) else "message") or ""
         if len(str(text).encode()) > _NOTE_LIMIT:
-            return [("message", "", f"can have at most {_NOTE_LIMIT} characters")]
-    return [("metadata.name", name, why) for why in _path_segment_errors(name)]
+            errors.append(("message", "", f"can have at most {_NOTE_LIMIT} characters"))
+    return errors + [("metadata.name", name, why) for why in _path_segment_errors(name)]
 
 
 class MemorySink:
@@ -135,7 +151,8 @@ class MemorySink:
     * a create in a namespace that does not exist: 404 ``namespaces "x" not found`` (only if ``namespaces`` is
       given: the namespaces that exist; by default every namespace does);
     * a create the server's validation refuses: 422 ``Invalid`` (a name that cannot be a path segment; a note,
-      or the message of an event with an ``eventTime``, over 1024 bytes);
+      or the message of an event with an ``eventTime``, over 1024 bytes; an event in another namespace than its
+      object's, or, for a cluster-scoped object, in another than ``default``, which ``make_event`` chooses);
     * a create of a name that is stored already: 409 ``AlreadyExists``;
     * a patch of an event that is not stored: 404 ``NotFound``.
 
@@ -160,7 +177,7 @@ class MemorySink:
         # The server's order: the namespace (admission), validation, then the store.
         if self.namespaces is not None and key[0] not in self.namespaces:
             raise ApiError._from_status(_apistatus.not_found("", "namespaces", key[0]))
-        errors = _validation_errors(event, key[1])
+        errors = _validation_errors(event, *key)
         if errors:
             raise ApiError._from_status(_apistatus.invalid("Event", key[1], errors))
         with self._lock:

@@ -467,14 +467,19 @@ def _occurrences(item: object, where: str) -> _Occurrences:
     return (involved, component, host, type_, reason, message, count, first, last)
 
 
+def _occurrence_record(event: _Occurrences, t_ns: int) -> dict[str, Any]:
+    """The record of one occurrence of a stored event, at ``t_ns``."""
+    involved, component, host, type_, reason, message = event[:6]
+    return {"t_ns": t_ns, "source_component": component, "source_host": host, "involved": dict(involved),
+            "type": type_, "reason": reason, "message": message}
+
+
 def _expand(event: _Occurrences) -> Iterator[dict[str, Any]]:
     """The records of one stored event's occurrences, in time order."""
-    involved, component, host, type_, reason, message, count, first, last = event
+    count, first, last = event[6:]
     span = last - first
     for k in range(count):
-        t = first + span * k // (count - 1) if count > 1 else first
-        yield {"t_ns": t, "source_component": component, "source_host": host, "involved": dict(involved),
-               "type": type_, "reason": reason, "message": message}
+        yield _occurrence_record(event, first + span * k // (count - 1) if count > 1 else first)
 
 
 class KubectlTrace:

@@ -51,13 +51,16 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
         real.namespace = request.getfixturevalue("namespace")
         yield real
         return
-    http = HTTPServer()
+    # Threaded: a watch holds its request open while others are answered.
+    http = HTTPServer(threaded=True)
     http.start()
+    cluster = FakeCluster(http)
     try:
-        fake = FakeServer(FakeCluster(http))
+        fake = FakeServer(cluster)
         with fake.api_client() as client, fresh_namespace(client) as name:
             fake.namespace = name
             yield fake
     finally:
+        cluster.close()
         http.clear()
         http.stop()

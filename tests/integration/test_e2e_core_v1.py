@@ -5,36 +5,25 @@ from __future__ import annotations
 
 from typing import Any
 
+import kubernetes.client as k8s
 import pytest
 
 import kubevents
-from e2e_support import CORE_V1, CORE_V1_SINKS, WAIT, list_events, record, start
+from cluster_support import record_each
+from e2e_support import CORE_V1, CORE_V1_SINKS, WAIT, list_events, record, start, unique_name
 from kubevents.sinks import MemorySink
 from kubevents.traces import generate
 
 EVENTS = 3000  # a few thousand: well within a test cluster's rate limits
 SEED = 1
+T0 = 1_700_000_000
 FIELDS = ("count", "message", "reason", "type", "firstTimestamp", "lastTimestamp")
 
 
 def replay(namespace: str, clock: kubevents.FakeClock):
-    """Records the workload, every object moved into ``namespace``, one recorder per source. The correlator
-    reads the clock, so each event is handled before the clock moves on: the same decisions in every run."""
-
-    def drive(b: Any) -> None:
-        recorders: dict[tuple[str, str], Any] = {}
-        for r in generate("mixed", EVENTS, seed=SEED):
-            clock.set(r["t_ns"] / 1e9)
-            i = r["involved"]
-            ref = {"kind": i["kind"], "namespace": namespace, "name": i["name"], "uid": i["uid"],
-                   "apiVersion": i["api_version"]}
-            source = (r["source_component"], r["source_host"])
-            if source not in recorders:
-                recorders[source] = b.new_recorder(*source)
-            recorders[source].event(ref, r["type"], r["reason"], r["message"], field_path=i["field_path"] or None)
-            assert b.wait_idle(WAIT)
-
-    return drive
+    """Records the workload, every object moved into ``namespace``, one recorder per source, each event
+    handled before the clock moves on: the same decisions in every run."""
+    return lambda b: record_each(b, generate("mixed", EVENTS, seed=SEED), namespace, clock)
 
 
 def kept(events: list[dict[str, Any]], uids: set[str]) -> dict[str, dict[str, Any]]:
@@ -67,3 +56,29 @@ def test_a_replay_leaves_on_the_server_what_memory_sink_holds(server, sink_name)
     counters = ("received", "created", "patched", "skipped", "aggregated", "abandoned", "retries")
     assert {k: stats[k] for k in counters} == {k: expected_stats[k] for k in counters}
     assert (stats["received"], stats["abandoned"], stats["retries"]) == (EVENTS, 0, 0)
+
+
+@pytest.mark.parametrize("sink_name", CORE_V1_SINKS)
+def test_events_of_a_cluster_scoped_object_go_to_default(server, sink_name):
+    """client-go's makeEvent puts them in "default", the only namespace the server's validation allows for
+    them (besides "kube-system" for events with an eventTime); the server takes them there."""
+    node = {"kind": "Node", "name": unique_name("kubevents-e2e-node"), "uid": unique_name("u"), "apiVersion": "v1"}
+
+    def drive(b: Any) -> None:
+        rec = b.new_recorder("kubevents-e2e")
+        for _ in range(2):
+            rec.event(node, "Normal", "Rebooted", "Node rebooted")
+            assert b.wait_idle(WAIT)
+
+    stats = record(server, sink_name, drive, clock=kubevents.FakeClock(T0))
+    assert (stats["created"], stats["patched"], stats["abandoned"]) == (1, 1, 0)
+    with server.api_client() as client:
+        try:
+            [event] = [e for e in list_events(client, "default") if e["involvedObject"]["name"] == node["name"]]
+            assert event["metadata"]["namespace"] == "default" and event["count"] == 2
+            assert event["involvedObject"] == node
+        finally:
+            for e in list_events(client, "default"):
+                if e["involvedObject"].get("name") == node["name"]:
+                    k8s.CoreV1Api(client).delete_namespaced_event(e["metadata"]["name"], "default",
+                                                                  _preload_content=False)

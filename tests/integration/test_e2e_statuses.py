@@ -5,8 +5,10 @@ The expected bodies are written out as the Kubernetes source builds them: ``NewA
 ``NewNotFound``, ``NewUnauthorized``, ``NewForbidden`` and ``NewInvalid`` in apimachinery's
 ``pkg/api/errors/errors.go``; the forbidden message of ``endpoints/handlers/responsewriters/errors.go``; the
 ``namespaces "x" not found`` of the NamespaceLifecycle admission plugin (its GET of the namespace); the note
-limit of ``pkg/apis/core/validation/events.go``. Errors on events.k8s.io/v1 name the resource the request
-used (``events.events.k8s.io``), the store's ``qualifiedResourceFromContext``.
+limit and the namespace of an event about a cluster-scoped object (``legacyValidateEvent``: ``default``, or
+with an ``eventTime`` also ``kube-system``) of ``pkg/apis/core/validation/events.go``. Errors on
+events.k8s.io/v1 name the resource the request used (``events.events.k8s.io``), the store's
+``qualifiedResourceFromContext``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,20 @@ def v1_event(namespace: str, note: str = "Back-off restarting failed container")
             "note": note, "type": "Warning"}
 
 
+NODE = {"kind": "Node", "name": "kubevents-e2e-node", "uid": "u-node", "apiVersion": "v1"}
+
+
+def node_event(api: str, namespace: str) -> dict[str, Any]:
+    """An event about a cluster-scoped object (a Node), put in ``namespace`` instead of ``default``."""
+    if api == CORE_V1:
+        event = kubevents.make_event(NODE, "Normal", "Rebooted", "Node rebooted", source="kubevents-e2e",
+                                     clock=kubevents.FakeClock(T0))
+        assert event["metadata"]["namespace"] == "default"  # where client-go's makeEvent puts it
+        event["metadata"]["namespace"] = namespace
+        return event
+    return dict(v1_event(namespace), regarding=NODE)
+
+
 EVENT = {CORE_V1: core_event, EVENTS_V1: v1_event}
 PATCH = {CORE_V1: b'{"count":2,"lastTimestamp":"2023-11-14T22:13:21Z","message":"again"}',
          EVENTS_V1: b'{"series":{"count":2,"lastObservedTime":"2023-11-14T22:13:21.000000Z"}}'}
@@ -65,6 +81,12 @@ def expected(api: str, case: str, namespace: str, user: str = "") -> list[dict[s
         return [status(422, "Invalid", f'Event "{name}" is invalid: message: {why}',
                        {"name": name, "kind": "Event",
                         "causes": [{"reason": "FieldValueInvalid", "message": why, "field": "message"}]})]
+    if case == "cluster-scoped-elsewhere":
+        why = 'Invalid value: "": does not match event.namespace'
+        name = node_event(api, namespace)["metadata"]["name"]
+        cause = {"reason": "FieldValueInvalid", "message": why, "field": "involvedObject.namespace"}
+        return [status(422, "Invalid", f'Event "{name}" is invalid: involvedObject.namespace: {why}',
+                       {"name": name, "kind": "Event", "causes": [cause]})]
     if case == "unauthorized":
         return [status(401, "Unauthorized", "Unauthorized")]
     assert case == "forbidden"
@@ -100,6 +122,8 @@ def refusals(sink: Any, api: str, case: str, namespace: str) -> list[dict[str, A
         refused(lambda: sink.patch(event, PATCH[api]))
     elif case == "note-too-long":
         refused(lambda: sink.create(v1_event(namespace, note="x" * 1025)))
+    elif case == "cluster-scoped-elsewhere":
+        refused(lambda: sink.create(node_event(api, namespace)))
     else:
         refused(lambda: sink.create(event))
     return out
@@ -109,9 +133,10 @@ def client_sink(api_client: Any, api: str) -> Any:
     return CoreV1Sink(k8s.CoreV1Api(api_client)) if api == CORE_V1 else kubevents.EventsV1Sink(k8s.EventsV1Api(api_client))
 
 
-SERVER_CASES = [(CORE_V1, c) for c in ("already-exists", "patch-missing", "missing-namespace", "unauthorized", "forbidden")] \
-    + [(EVENTS_V1, c) for c in ("already-exists", "patch-missing", "missing-namespace", "note-too-long", "unauthorized",
-                                "forbidden")]
+SERVER_CASES = [(CORE_V1, c) for c in ("already-exists", "patch-missing", "missing-namespace",
+                                      "cluster-scoped-elsewhere", "unauthorized", "forbidden")] \
+    + [(EVENTS_V1, c) for c in ("already-exists", "patch-missing", "missing-namespace", "note-too-long",
+                                "cluster-scoped-elsewhere", "unauthorized", "forbidden")]
 MEMORY_CASES = [(api, case) for api, case in SERVER_CASES if case not in ("unauthorized", "forbidden")]
 
 
