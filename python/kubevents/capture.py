@@ -60,9 +60,11 @@ from typing import Any, TextIO
 
 from kubevents.traces import _occurrence_record, _occurrences
 
-__all__ = ["APIS", "REORDER_WINDOW", "Capture", "CaptureError", "CaptureStats", "capture", "parse_duration"]
+__all__ = [
+    "APIS", "REORDER_WINDOW", "Capture", "CaptureError", "CaptureStats", "capture", "format_duration", "parse_duration",
+]
 
-log = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 APIS = ("core/v1", "events.k8s.io/v1")
 """The APIs a capture can watch: both serve the same Event objects."""
@@ -170,7 +172,7 @@ class _Counts:
             event = _occurrences(item, f"event {key[0]}/{key[1]}")
         except (TypeError, ValueError) as e:
             self._stats.skipped += 1
-            log.warning("kubevents capture: skipped an event that is not a trace record: %s", e)
+            _log.warning("kubevents capture: skipped an event that is not a trace record: %s", e)
             return []
         count, first, last = event[6:]
         seen = self._seen.get(key)
@@ -387,9 +389,9 @@ class _Watch(threading.Thread):
                 return
             self._out.put(("restart", self, why))
             if version is None:  # as client-go's reflector: list again at once
-                log.info("kubevents capture: %s: %s, listing again", self.where, why)
+                _log.info("kubevents capture: %s: %s, listing again", self.where, why)
                 continue
-            log.info("kubevents capture: %s: watching again in %.0f s (%s)", self.where, delay, why)
+            _log.info("kubevents capture: %s: watching again in %.0f s (%s)", self.where, delay, why)
             if self._stopping.wait(delay):
                 return
             delay = min(delay * 2, _BACKOFF[1])

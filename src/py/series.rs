@@ -111,12 +111,13 @@ impl SinkV1 for PySinkV1 {
     }
 }
 
-/// The sink thread's host: the GIL, through the exit gate.
-struct Gil;
+/// The sink thread's host: the GIL, through the exit gate, taken in turns with the recorder calls (which give
+/// it way, as to core/v1's sinks): a plain wait for it could last CPython's whole switch interval.
+struct Gil(Arc<GilTurns>);
 
 impl Host for Gil {
     fn attached(&self, f: &mut dyn FnMut()) {
-        lifecycle::attach(|_| f())
+        self.0.attach(|_| f())
     }
 }
 
@@ -295,7 +296,7 @@ impl PyEventsBroadcaster {
         let caller = PySink::new(sink, s.watching.turns.clone(), s.guard().failures.clone())?;
         s.guard().add_sink(py, &caller)?;
         let describe = caller.class().to_owned();
-        let w = lifecycle::detach(py, || s.core.start_recording_to_sink(PySinkV1 { caller }, describe, Gil))?;
+        let w = lifecycle::detach(py, || s.core.start_recording_to_sink(PySinkV1 { caller }, describe, Gil(s.watching.turns.clone())))?;
         lifecycle::track(slf.as_any())?;
         Ok(PyWatcher::new(w))
     }
