@@ -83,7 +83,7 @@ class EventBroadcasterAdapter:
 
     def start_recording_to_sink(self) -> None:
         """Starts both broadcasters writing to the server."""
-        if self.events_v1 is not None:
+        if self.events_v1 is not None and self._events_v1_sink is not None:
             self.events_v1.start_recording_to_sink(self._events_v1_sink)
         self.core.start_recording_to_sink(CoreV1Sink(self._core_api, request_timeout=self._request_timeout))
 

@@ -296,7 +296,9 @@ impl PyEventsBroadcaster {
         let caller = PySink::new(sink, s.watching.turns.clone(), s.guard().failures.clone())?;
         s.guard().add_sink(py, &caller)?;
         let describe = caller.class().to_owned();
-        let w = lifecycle::detach(py, || s.core.start_recording_to_sink(PySinkV1 { caller }, describe, Gil(s.watching.turns.clone())))?;
+        let w = lifecycle::detach(py, || {
+            s.core.start_recording_to_sink(PySinkV1 { caller }, describe, Gil(s.watching.turns.clone()))
+        })?;
         lifecycle::track(slf.as_any())?;
         Ok(PyWatcher::new(w))
     }

@@ -4,9 +4,9 @@ use super::*;
 use std::time::{Duration, Instant};
 
 use crate::broadcaster::{Options, Reporter, DEFAULT_CATCH_UP_WAIT};
-use crate::error::Error;
 use crate::clock::FakeClock;
 use crate::correlator::{CorrelatorOptions, KeyFuncs};
+use crate::error::Error;
 use crate::event::Event;
 use crate::pipeline::{DROP_CHECK_EVERY, DROP_WARNING_INTERVAL};
 use crate::sink::{EventSink, RetryPolicy, WriteError};
