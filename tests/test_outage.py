@@ -11,6 +11,8 @@ import pytest
 import kubevents
 from kubevents.sinks import ApiError, MemorySink
 
+from child import assert_clean, run
+
 T0 = 1_704_067_200
 
 
@@ -221,3 +223,37 @@ def test_the_documented_outage_is_what_the_log_shows(path, caplog):
         b.shutdown(timeout=10)
     shown = [f"{r.levelname} {r.getMessage().splitlines()[0]}" for r in caplog.records if r.name == "kubevents"]
     assert [_numbers_masked(line) for line in shown] == [_numbers_masked(line) for line in _text_block(path)]
+
+
+@pytest.mark.parametrize("api", ["Broadcaster", "EventsBroadcaster"])
+def test_the_exit_flush_is_one_summary_line(api):
+    # Left running at exit, with a sink that refuses every write: the first refusal's line, then the exit
+    # hook's one line, which counts what the sinks gave up while it flushed.
+    new_recorder, eventf = {
+        "Broadcaster": ('b.new_recorder("c")', 'r.eventf(pod, "Normal", "R", "m %d", i)'),
+        "EventsBroadcaster": ('b.new_recorder("c", "i")', 'r.eventf(pod, None, "Normal", "R", "A", "m %d", i)'),
+    }[api]
+    p = run(f"""
+        import logging, kubevents
+        from kubevents.sinks import ApiError
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+        class Refusing:
+            def create(self, e):
+                raise ApiError(403, "Forbidden")
+            def patch(self, e, p):
+                raise ApiError(403, "Forbidden")
+        b = kubevents.{api}(name="left-running")
+        b.start_recording_to_sink(Refusing())
+        r = {new_recorder}
+        for i in range(5):
+            pod = {{"kind": "Pod", "namespace": "ns", "name": f"p{{i}}", "uid": "u"}}
+            {eventf}
+    """)
+    assert_clean(p)
+    lines = [line for line in p.stderr.splitlines() if line.startswith(("WARNING ", "INFO "))]
+    assert len(lines) == 2, p.stderr
+    assert lines[0].startswith("WARNING kubevents: sink left-running/sink-1 (Refusing) failed to write an event")
+    assert lines[1] == (
+        "WARNING kubevents: at exit, 0 events could not be delivered within 5.0 s (none queued), 5 were given up "
+        "by their sinks (left-running: 5); 0 sink or runtime calls were still running"
+    )

@@ -50,28 +50,35 @@ def get_exit_timeout() -> float:
 
 
 def track(obj: Any) -> None:
-    """Flush ``obj`` at exit: it has ``_exit_flush(timeout) -> (name, undelivered)``."""
+    """Flush ``obj`` at exit: it has ``_exit_flush(timeout) -> (name, undelivered, given_up)``, the events it
+    could not deliver in time and those its sinks gave up meanwhile."""
     _live.add(obj)
 
 
 def _at_exit() -> None:
     deadline = time.monotonic() + _exit_timeout
     lost: list[str] = []
-    total = 0
+    gave: list[str] = []
+    total = given_up = 0
     for obj in list(_live):
         try:
-            name, undelivered = obj._exit_flush(max(0.0, deadline - time.monotonic()))
+            name, undelivered, gave_up = obj._exit_flush(max(0.0, deadline - time.monotonic()))
         except Exception:
             _logger.exception("kubevents: flushing %r at exit failed", obj)
             continue
         if undelivered:
             total += undelivered
             lost.append(f"{name}: {undelivered}")
+        if gave_up:
+            given_up += gave_up
+            gave.append(f"{name}: {gave_up}")
     still_inside = _native._close_gate(max(_GATE_GRACE, deadline - time.monotonic()))
-    if total or still_inside:
+    if total or given_up or still_inside:
+        # One line for every broadcaster and PLEG together; their stats() hold the rest.
         _logger.warning(
-            "kubevents: at exit, %d events could not be delivered within %s s (%s); %d sink or runtime calls "
-            "were still running", total, _exit_timeout, ", ".join(lost) or "none queued", still_inside,
+            "kubevents: at exit, %d events could not be delivered within %s s (%s), %d were given up by their "
+            "sinks (%s); %d sink or runtime calls were still running", total, _exit_timeout,
+            ", ".join(lost) or "none queued", given_up, ", ".join(gave) or "none", still_inside,
         )
 
 

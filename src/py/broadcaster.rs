@@ -258,10 +258,13 @@ impl PyBroadcaster {
     }
 
     /// For the exit hook: shuts down, waiting up to `timeout` seconds, and answers what was not delivered.
-    fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (String, u64) {
+    fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (String, u64, u64) {
         let s = &self.shared;
-        let undelivered = s.watching.exit_flush(py, timeout, |wait| s.core().exit_flush(wait));
-        (s.registration.name().to_owned(), undelivered)
+        let (undelivered, given_up) = s.watching.exit_flush(py, timeout, |wait| {
+            let before = s.core().stats().abandoned;
+            (s.core().exit_flush(wait), s.core().stats().abandoned - before)
+        });
+        (s.registration.name().to_owned(), undelivered, given_up)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

@@ -207,11 +207,16 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Watching<I, O> {
         self.guard.wait(py, timeout, |slice| self.pipeline.wait_shut_down(Some(slice)))
     }
 
-    /// The exit hook's flush: `flush(wait)` answers what was not delivered; 0 for a broadcaster inherited
-    /// through a fork.
-    pub fn exit_flush(&self, py: Python<'_>, timeout: f64, flush: impl Send + FnOnce(Duration) -> u64) -> u64 {
+    /// The exit hook's flush: `flush(wait)` answers what was not delivered and what was given up meanwhile;
+    /// nothing for a broadcaster inherited through a fork.
+    pub fn exit_flush(
+        &self,
+        py: Python<'_>,
+        timeout: f64,
+        flush: impl Send + FnOnce(Duration) -> (u64, u64),
+    ) -> (u64, u64) {
         if self.guard.is_forked() {
-            return 0;
+            return (0, 0);
         }
         let wait = Duration::try_from_secs_f64(timeout).unwrap_or_default();
         lifecycle::detach(py, || flush(wait))

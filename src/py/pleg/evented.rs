@@ -194,13 +194,13 @@ impl PyEventedPLEG {
 
     /// For the exit hook: stops it and waits up to `timeout` seconds for its threads to end (the event
     /// stream's at its next event). It holds nothing to deliver.
-    fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (&'static str, u64) {
+    fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (&'static str, u64, u64) {
         if let Some(evented) = self.inner.unforked() {
             evented.stop();
             let wait = Duration::try_from_secs_f64(timeout).unwrap_or_default();
             lifecycle::detach(py, || evented.wait_stopped(wait));
         }
-        ("EventedPLEG", 0)
+        ("EventedPLEG", 0, 0)
     }
 
     fn __repr__(&self) -> String {

@@ -363,13 +363,13 @@ impl PyGenericPLEG {
 
     /// For the exit hook: stops the loop and waits up to `timeout` seconds for it to end. A PLEG holds
     /// nothing to deliver.
-    fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (&'static str, u64) {
+    fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (&'static str, u64, u64) {
         if let Some(pleg) = self.inner.unforked() {
             pleg.signal_stop();
             let wait = Duration::try_from_secs_f64(timeout).unwrap_or_default();
             lifecycle::detach(py, || pleg.wait_stopped(Some(wait)));
         }
-        ("GenericPLEG", 0)
+        ("GenericPLEG", 0, 0)
     }
 
     fn __repr__(&self) -> String {
