@@ -295,14 +295,7 @@ impl PyBroadcaster {
         logger: Option<&Bound<'_, PyAny>>,
         format: fn(&Event) -> String,
     ) -> PyResult<PyWatcher> {
-        let py = slf.py();
-        let target = Watching::<Occurrence, Arc<Event>>::line_target(py, logger)?;
-        fn arg(py: Python<'_>, line: String) -> PyResult<Bound<'_, PyAny>> {
-            Ok(PyString::new(py, &line).into_any())
-        }
-        let w = slf.get().shared.watching.start(py, kind, "logger", target, move |e: &Arc<Event>| format(e), arg)?;
-        lifecycle::track(slf.as_any())?;
-        Ok(w)
+        slf.get().shared.watching.start_lines(slf.as_any(), kind, logger, move |e: &Arc<Event>| format(e))
     }
 }
 

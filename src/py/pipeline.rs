@@ -190,6 +190,24 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Watching<I, O> {
         Ok(PyWatcher::new(w))
     }
 
+    /// Starts a watcher `kind` that logs each item as the line `format` makes of it, to `logger` (see
+    /// `line_target`), and tracks `owner` for the exit hook.
+    pub fn start_lines(
+        &self,
+        owner: &Bound<'_, PyAny>,
+        kind: &str,
+        logger: Option<&Bound<'_, PyAny>>,
+        format: impl Fn(&O) -> String + Send + 'static,
+    ) -> PyResult<PyWatcher> {
+        let py = owner.py();
+        fn arg(py: Python<'_>, line: String) -> PyResult<Bound<'_, PyAny>> {
+            Ok(PyString::new(py, &line).into_any())
+        }
+        let w = self.start(py, kind, "logger", Self::line_target(py, logger)?, format, arg)?;
+        lifecycle::track(owner)?;
+        Ok(w)
+    }
+
     /// Waits until nothing can happen without the clock moving (see the broadcasters' `wait_idle`).
     pub fn wait_idle(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
         self.guard.check()?;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use super::broadcaster::format_message;
 use super::convert::{meta_to_py, reference_to_py, series_to_py, set_str, source_to_py, time_str, type_name};
@@ -19,10 +19,10 @@ use super::pipeline::{aclose, aenter, retry_arg, PipelineArgs, PyReporter, PyWat
 use super::reference::reference_of;
 use super::sink::{Guard, PySink};
 use crate::error::{count_option, Error};
-use crate::event::{EventType, ObjectReference, UuidSource};
+use crate::event::{EventType, UuidSource};
 use crate::metrics::Registration;
 use crate::series::{
-    make_event_v1, structured_line, EngineOptions, EventV1, EventV1Input, EventsBroadcaster, EventsOptions, Host,
+    make_event_v1, structured_line, EngineOptions, EventV1, EventV1Call, EventsBroadcaster, EventsOptions, Host,
     SinkV1, DEFAULT_CACHE_SIZE,
 };
 use crate::sink::{WriteError, DEFAULT_MAX_TRIES};
@@ -123,16 +123,6 @@ impl Host for Gil {
 
 /// A recorder call's arguments checked, in the order the core/v1 recorder checks its own: the str arguments,
 /// the note formatted, the type's value, then the references.
-struct Call {
-    regarding: ObjectReference,
-    related: Option<ObjectReference>,
-    annotations: Option<BTreeMap<String, String>>,
-    type_: String,
-    reason: String,
-    action: String,
-    note: String,
-}
-
 #[allow(clippy::too_many_arguments)]
 fn checked_call(
     regarding: &Bound<'_, PyAny>,
@@ -143,7 +133,7 @@ fn checked_call(
     action: &Bound<'_, PyAny>,
     note: &Bound<'_, PyAny>,
     args: &Bound<'_, PyTuple>,
-) -> PyResult<Call> {
+) -> PyResult<EventV1Call> {
     let py = regarding.py();
     let type_ = str_arg(type_, "type")?;
     let reason = str_arg(reason, "reason")?.to_str()?.to_owned();
@@ -155,23 +145,8 @@ fn checked_call(
         .filter(|r| !r.is_none())
         .map(|r| reference_of(r, None).map_err(|e| prefixed(py, "related", e)))
         .transpose()?;
-    Ok(Call { regarding, related, annotations: annotations.filter(|a| !a.is_empty()), type_, reason, action, note })
-}
-
-impl Call {
-    fn input<'a>(&'a self, controller: &'a str, instance: &'a str) -> EventV1Input<'a> {
-        EventV1Input {
-            regarding: &self.regarding,
-            related: self.related.as_ref(),
-            annotations: self.annotations.as_ref(),
-            type_: &self.type_,
-            reason: &self.reason,
-            action: &self.action,
-            note: &self.note,
-            reporting_controller: controller,
-            reporting_instance: instance,
-        }
-    }
+    let annotations = annotations.filter(|a| !a.is_empty());
+    Ok(EventV1Call { regarding, related, annotations, type_, reason, action, note })
 }
 
 /// The Python side of an `EventsBroadcaster`, shared with its recorders.
@@ -323,16 +298,8 @@ impl PyEventsBroadcaster {
     /// `logger` (default: the `kubevents` logger), or by calling `logger(line)` when it is a plain callable.
     #[pyo3(signature = (logger=None))]
     fn start_structured_logging(slf: &Bound<'_, Self>, logger: Option<&Bound<'_, PyAny>>) -> PyResult<PyWatcher> {
-        let py = slf.py();
-        let target = Watching::<EventV1, Arc<EventV1>>::line_target(py, logger)?;
-        fn arg(py: Python<'_>, line: String) -> PyResult<Bound<'_, PyAny>> {
-            Ok(PyString::new(py, &line).into_any())
-        }
-        let s = &slf.get().shared;
         let line = |e: &Arc<EventV1>| structured_line(e);
-        let w = s.watching.start(py, "structured-logging", "logger", target, line, arg)?;
-        lifecycle::track(slf.as_any())?;
-        Ok(w)
+        slf.get().shared.watching.start_lines(slf.as_any(), "structured-logging", logger, line)
     }
 
     /// Waits until every event recorded so far and everything due at the clock's present time (retries,
@@ -425,7 +392,7 @@ pub struct PyEventsRecorder {
 }
 
 impl PyEventsRecorder {
-    fn made(&self, py: Python<'_>, call: Call) -> PyResult<()> {
+    fn made(&self, py: Python<'_>, call: EventV1Call) -> PyResult<()> {
         let b = &self.binding;
         b.check(None)?;
         let ((), behind) = b.core.record(&call.input(&self.controller, &self.instance), |_| ())?;
@@ -509,7 +476,7 @@ events_recorder_methods!(PyEventsRecorder => () {
 pub struct PyEventsRecorderCheck;
 
 impl PyEventsRecorderCheck {
-    fn made<'py>(&self, py: Python<'py>, call: Call) -> PyResult<Bound<'py, PyTuple>> {
+    fn made<'py>(&self, py: Python<'py>, call: EventV1Call) -> PyResult<Bound<'py, PyTuple>> {
         let (event, _) = make_event_v1(&call.input("fake", "fake"), Time(0), &mut UuidSource::Random);
         (call.note.as_str(), event_v1_to_py(py, &event)?).into_pyobject(py)
     }

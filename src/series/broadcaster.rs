@@ -11,7 +11,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::ThreadId;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -19,6 +19,7 @@ use super::engine::{EngineOptions, EngineStats, SeriesEngine};
 use super::event::EventV1;
 use super::make::{make_event_v1, EventV1Input};
 use super::record::SinkV1;
+use crate::broadcaster::BATCH_SLICE;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::event::UuidSource;
@@ -30,8 +31,6 @@ use crate::watch::{Lane, Popped};
 
 /// client-go's `maxQueuedEvents`: the mux's incoming queue and each watcher's hold this many events.
 pub const MAX_QUEUED_EVENTS: usize = 1000;
-/// Writes made per `Host::attached` on the sink's thread.
-const ATTACHED_CHUNK: usize = 64;
 
 /// What the sink's thread needs from the program it runs in (the Python binding: the GIL).
 pub trait Host: Send + 'static {
@@ -310,18 +309,33 @@ impl Shared {
         p.in_hand = in_hand as u64;
     }
 
-    /// Makes the writes `decide` asked for, in chunks attached once each, short enough not to starve a
-    /// Python thread of the GIL.
+    /// Makes the writes `decide` asked for, in slices attached once each: as core/v1's sinks, a slice lasts
+    /// `BATCH_SLICE` at most, short enough not to starve a Python thread of the GIL and long enough that the
+    /// hand-offs of the GIL do not cost more than the writes.
     fn write(&self, engine: &mut SeriesEngine, sink: &mut dyn SinkV1, host: &dyn Host, writes: &mut Vec<EventV1>) {
+        self.write_in_slices(engine, sink, host, writes, BATCH_SLICE)
+    }
+
+    fn write_in_slices(
+        &self,
+        engine: &mut SeriesEngine,
+        sink: &mut dyn SinkV1,
+        host: &dyn Host,
+        writes: &mut Vec<EventV1>,
+        slice: Duration,
+    ) {
         let mut writes = writes.drain(..);
         while writes.len() > 0 {
             host.attached(&mut || {
-                for _ in 0..ATTACHED_CHUNK {
-                    let Some(event) = writes.next() else { break };
+                let end = Instant::now().checked_add(slice);
+                while let Some(event) = writes.next() {
                     if let Err(e) = engine.write(event, sink) {
                         self.note_error(host, &e);
                     }
                     self.publish(engine, writes.len());
+                    if end.is_some_and(|end| Instant::now() >= end) {
+                        break;
+                    }
                 }
             });
         }

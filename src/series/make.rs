@@ -29,6 +29,35 @@ pub struct EventV1Input<'a> {
     pub reporting_instance: &'a str,
 }
 
+/// One recorder call's arguments, owned: what a recorder checked, for `input` to lend with its controller and
+/// instance.
+#[derive(Clone, Debug)]
+pub struct EventV1Call {
+    pub regarding: ObjectReference,
+    pub related: Option<ObjectReference>,
+    pub annotations: Option<BTreeMap<String, String>>,
+    pub type_: String,
+    pub reason: String,
+    pub action: String,
+    pub note: String,
+}
+
+impl EventV1Call {
+    pub fn input<'a>(&'a self, reporting_controller: &'a str, reporting_instance: &'a str) -> EventV1Input<'a> {
+        EventV1Input {
+            regarding: &self.regarding,
+            related: self.related.as_ref(),
+            annotations: self.annotations.as_ref(),
+            type_: &self.type_,
+            reason: &self.reason,
+            action: &self.action,
+            note: &self.note,
+            reporting_controller,
+            reporting_instance,
+        }
+    }
+}
+
 /// Cuts a note longer than the server's limit to at most `NOTE_LENGTH_LIMIT` bytes: the longest prefix that
 /// ends on a UTF-8 boundary and leaves room for `" ..."`, then the suffix. `None` when it fits.
 ///

@@ -251,19 +251,20 @@ fn a_conflict_is_retried_for_a_series_only() {
 }
 
 #[test]
-fn writes_are_attached_a_chunk_at_a_time() {
+fn writes_are_attached_a_slice_at_a_time() {
     let clock = Arc::new(FakeClock::new(T0));
     let b = broadcaster(&clock);
     let mut engine = lock(&b.unstarted).take().unwrap();
-    let mut sink = Sink::default();
-    let host = Counting::default();
     let pod = ObjectReference { name: "p".into(), ..Default::default() };
-    let mut writes: Vec<EventV1> = (0..ATTACHED_CHUNK + 1)
-        .map(|i| make_event_v1(&input(&pod, &format!("r{i}")), T0, &mut UuidSource::Random).0)
-        .collect();
-    b.shared.write(&mut engine, &mut sink, &host, &mut writes);
-    assert_eq!(sink.calls().len(), ATTACHED_CHUNK + 1);
-    assert_eq!(*lock(&host.0), 2);
+    let writes = || -> Vec<EventV1> {
+        (0..5).map(|i| make_event_v1(&input(&pod, &format!("r{i}")), T0, &mut UuidSource::Random).0).collect()
+    };
+    // A slice that never ends: every write in one attachment; one that ends at once: one write each.
+    for (slice, attached) in [(Duration::MAX, 1), (Duration::ZERO, 5)] {
+        let (mut sink, host) = (Sink::default(), Counting::default());
+        b.shared.write_in_slices(&mut engine, &mut sink, &host, &mut writes(), slice);
+        assert_eq!((sink.calls().len(), *lock(&host.0)), (5, attached), "{slice:?}");
+    }
 }
 
 #[test]
