@@ -74,6 +74,11 @@ def test_overall_metrics():
         # Writes at 0, 1, 2, 10 (or 2, 10, 11, 12) fall in one 10 s window, both ends included.
         "peak_writes": 4,
         "peak_write_rate": pytest.approx(0.4),
+        # 61 windows of 10 s from the first event's to the last one's: [0, 10) and [10, 20) hold 3 writes
+        # each, [600, 610) one, the other 58 none; ranks 31, 55 and 61.
+        "p50_write_rate": 0.0,
+        "p90_write_rate": 0.0,
+        "p99_write_rate": pytest.approx(0.3),
         "peak_object_writes": 3,
         "peak_object_write_rate": pytest.approx(0.3),
         "max_count": 6,

@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", metavar="M1,M2,...", help="metrics to keep (default: all; see kubevents.lab)")
     p.add_argument("--csv", metavar="FILE", help="also write the rows to a CSV file")
     p.add_argument("--workers", type=int, help="native threads (default: one per core)")
+    p.add_argument("--correlators", choices=("per-source", "shared"), default="per-source",
+                   help="one correlator per event source (default) or one for the whole trace")
     p.add_argument("--window", type=float, default=60.0, help="window of the peak write rates, seconds (default 60)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
@@ -70,7 +72,7 @@ def main(argv: list[str]) -> int:
         metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else list(METRICS)
         trace, _ = trace_of(args)
         rows = kubevents.sweep(trace, grid, metrics=metrics, workers=args.workers, window=args.window,
-                               progress=not args.no_progress)
+                               progress=not args.no_progress, correlators=args.correlators)
     except (OSError, TypeError, ValueError, ImportError) as e:
         print(f"kubevents: {e}", file=sys.stderr)
         return 2

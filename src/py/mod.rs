@@ -41,6 +41,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sim::PyDecisions>()?;
     m.add_function(wrap_pyfunction!(correlator::make_event, m)?)?;
     m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(sim::_replay_sources, m)?)?;
+    m.add_function(wrap_pyfunction!(sim::_merge_sources, m)?)?;
+    m.add_function(wrap_pyfunction!(sim::_split_sources, m)?)?;
     // -- recording pipeline --
     m.add_class::<broadcaster::PyBroadcaster>()?;
     m.add_class::<broadcaster::PyRecorder>()?;
