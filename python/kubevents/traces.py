@@ -20,6 +20,7 @@ replay), and ``TABLE_COLUMNS`` lists the columns (their types are in the docs of
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import heapq
 import json
 import os
@@ -43,6 +44,11 @@ _S = 10**9
 _NODE = "node-7"
 
 
+@functools.lru_cache(maxsize=4096)
+def _uid(path: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, path))
+
+
 def _record(t_ns: int, pod: tuple[str, str], reason: str, type_: str, message: str, *, container: str = "",
             component: str = "kubelet", node: str = _NODE, kind: str = "Pod") -> dict[str, Any]:
     ns, name = pod
@@ -54,7 +60,7 @@ def _record(t_ns: int, pod: tuple[str, str], reason: str, type_: str, message: s
             "kind": kind,
             "namespace": ns,
             "name": name,
-            "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{kind.lower()}/{ns}/{name}")),
+            "uid": _uid(f"{kind.lower()}/{ns}/{name}"),
             "api_version": "v1" if kind == "Pod" else _API_VERSIONS[kind],
             "field_path": f"spec.containers{{{container}}}" if container else "",
         },
