@@ -17,7 +17,7 @@ import os
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future
-from typing import Any
+from typing import Any, TypeGuard
 
 from kubevents._native import Simulation, _merge_sources, _replay_sources, _split_sources
 from kubevents._tables import _pyarrow
@@ -38,7 +38,7 @@ def _filesystem(root: str | os.PathLike[str]) -> tuple[Any, str]:
     return fs, path
 
 
-def is_partitioned(trace: object) -> bool:
+def is_partitioned(trace: object) -> TypeGuard[str | os.PathLike[str]]:
     """Whether ``trace`` names a directory (a Parquet dataset) rather than a file."""
     if not isinstance(trace, (str, os.PathLike)):
         return False

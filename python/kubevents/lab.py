@@ -61,7 +61,8 @@ import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, Future, as_completed
-from typing import Any
+from datetime import timedelta
+from typing import Any, Literal
 
 from kubevents import _partitions
 from kubevents._native import DEFAULT_QPS, Simulation, replay_grid
@@ -103,6 +104,7 @@ METRICS = (
 """Every metric a sweep row can hold, in column order."""
 
 _Grid = Mapping[str, Iterable[float]] | Sequence[Mapping[str, float]]
+_Correlators = Literal["per-source", "shared"]
 
 
 class SweepResult(list[dict[str, Any]]):
@@ -170,7 +172,7 @@ def _progress_bar(total: int, enabled: bool) -> Any:
 
 
 def _run_chunk(trace: Any, chunk: list[dict[str, float]], window: float, workers: int | None,
-               correlators: str = "per-source") -> list[Any]:
+               correlators: _Correlators = "per-source") -> list[Any]:
     """Runs one chunk of a sweep (in an executor's worker)."""
     if _partitions.is_partitioned(trace):
         trace = _partitions.read(trace)
@@ -190,8 +192,8 @@ def simulate(
     spam_key_func: Callable[[dict[str, Any]], str] | None = None,
     per_object: bool = False,
     metrics: bool = False,
-    window: Any = None,
-    correlators: str = "per-source",
+    window: float | timedelta | None = None,
+    correlators: _Correlators = "per-source",
     threads: int | None = None,
     executor: Executor | None = None,
     chunksize: int | None = None,
@@ -239,7 +241,7 @@ def simulate(
         raise ValueError("chunksize applies to a replay on an executor; pass executor= too")
     if _partitions.is_partitioned(trace):
         trace = _partitions.read(trace)
-    return _simulate(trace, correlators=correlators, threads=threads, **options)  # type: ignore[arg-type]
+    return _simulate(trace, correlators=correlators, threads=threads, **options)
 
 
 def sweep(
@@ -252,7 +254,7 @@ def sweep(
     progress: bool = True,
     window: float = 60.0,
     chunksize: int | None = None,
-    correlators: str = "per-source",
+    correlators: _Correlators = "per-source",
 ) -> SweepResult:
     """Replays ``trace`` once per combination of ``grid`` and returns one row per combination.
 
@@ -320,7 +322,7 @@ def _sweep_on(
     workers: int | None,
     chunksize: int | None,
     bar: Any,
-    correlators: str,
+    correlators: _Correlators,
 ) -> list[Any]:
     # Paths, workloads and kubectl traces travel small; other one-shot iterables must become lists to travel.
     # Tables (pyarrow, polars) travel as they are: both pickle their buffers.

@@ -147,7 +147,8 @@ impl SimArgs {
             },
         };
         let custom = funcs.0.is_some() || funcs.1.is_some() || funcs.2.is_some();
-        let setup = Setup { options, per_object, window_ns: metrics.then_some(window_ns), funcs: new_key_funcs(py, &funcs)? };
+        let setup =
+            Setup { options, per_object, window_ns: metrics.then_some(window_ns), funcs: new_key_funcs(py, &funcs)? };
         Ok(SimArgs { setup, correlators, threads, custom })
     }
 
@@ -265,7 +266,12 @@ impl PySimulation {
     /// The metrics as a pandas DataFrame: one row for the whole replay, or one row per object
     /// (`objects=True`), per source (`by="source"`) or per component (`by="component"`).
     #[pyo3(signature = (objects=false, by=None))]
-    fn to_pandas<'py>(&self, py: Python<'py>, objects: bool, by: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn to_pandas<'py>(
+        &self,
+        py: Python<'py>,
+        objects: bool,
+        by: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let rows = match (objects, by_arg(by)?) {
             (true, Some(_)) => return Err(both_tables()),
             (true, None) => self.object_metrics(py, None)?,
@@ -487,7 +493,8 @@ pub fn _replay_sources<'py>(
     let bytes = lifecycle::detach(py, || {
         let parts = cluster::replay_split(&*table, &args.setup, args.threads(true))?;
         let mut out = Vec::new();
-        ciborium::into_writer(&parts, &mut out).map_err(|e| Error::value("", format!("cannot encode a replay: {e}")))?;
+        ciborium::into_writer(&parts, &mut out)
+            .map_err(|e| Error::value("", format!("cannot encode a replay: {e}")))?;
         Ok::<_, Error>(out)
     })?;
     Ok(PyBytes::new(py, &bytes))

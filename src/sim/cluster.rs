@@ -145,7 +145,6 @@ impl Setup {
         }
         Ok(sim)
     }
-
 }
 
 /// One pass over a trace, each record replayed by its source's own correlator.
@@ -175,29 +174,27 @@ impl BySource {
     pub fn into_parts(self) -> Vec<(SourceKey, Part)> {
         self.sources.into_entries().into_iter().map(|(k, sim)| (k, sim.into_part())).collect()
     }
-
 }
 
 /// A replay with one correlator per source or one for all.
 pub enum Replayer {
     /// The counts of each source are kept beside the one replay.
-    Shared(Simulator, Sources<Totals>),
+    Shared(Box<Simulator>, Sources<Totals>),
     PerSource(BySource),
 }
 
 impl Replayer {
     pub fn new(setup: Setup, correlators: Correlators) -> Result<Self> {
         Ok(match correlators {
-            Correlators::Shared => Replayer::Shared(setup.simulator(false)?, Sources::default()),
+            Correlators::Shared => Replayer::Shared(Box::new(setup.simulator(false)?), Sources::default()),
             Correlators::PerSource => Replayer::PerSource(BySource::new(setup)),
         })
     }
-
 }
 
 impl From<Simulator> for Replayer {
     fn from(sim: Simulator) -> Self {
-        Replayer::Shared(sim, Sources::default())
+        Replayer::Shared(Box::new(sim), Sources::default())
     }
 }
 
@@ -384,7 +381,8 @@ pub fn report(mut parts: Vec<(SourceKey, Part)>, per_object: bool, window_ns: Op
             sources,
             summary: s.row(w, true),
         };
-        let mut by_source: Vec<(&SourceKey, &Summary)> = parts.iter().zip(&m).map(|((k, _), p)| (k, &p.summary)).collect();
+        let mut by_source: Vec<(&SourceKey, &Summary)> =
+            parts.iter().zip(&m).map(|((k, _), p)| (k, &p.summary)).collect();
         by_source.sort_by(|a, b| busiest((&a.0 .0, &a.0 .1, &a.1.totals), (&b.0 .0, &b.0 .1, &b.1.totals)));
         report.source_metrics = Some(by_source.iter().map(|((c, h), s)| row(c, Some(h), None, s)).collect());
         // Parts are sorted by source, so each component's sources are next to each other.
@@ -442,7 +440,11 @@ impl SourceIds {
 
 /// Replays each source of `trace` through its own correlator, the sources spread over `threads` threads;
 /// the result equals `BySource`'s over the same trace, whatever the number of threads.
-pub fn replay_split<T: SharedTrace + ?Sized>(trace: &T, setup: &Setup, threads: usize) -> Result<Vec<(SourceKey, Part)>> {
+pub fn replay_split<T: SharedTrace + ?Sized>(
+    trace: &T,
+    setup: &Setup,
+    threads: usize,
+) -> Result<Vec<(SourceKey, Part)>> {
     let sources = SourceIds::of(trace)?;
     let threads = threads.clamp(1, sources.keys.len().max(1));
     let owner = sources.owners(threads);
@@ -686,11 +688,12 @@ mod tests {
         let (key, batch) = &parts[1];
         let table = crate::sim::table::Table::new(&batch.schema(), vec![batch.clone()]).unwrap();
         let mut got = vec![];
-        table.each(|r| {
-            got.push(r.clone().into_owned());
-            Ok(true)
-        })
-        .unwrap();
+        table
+            .each(|r| {
+                got.push(r.clone().into_owned());
+                Ok(true)
+            })
+            .unwrap();
         let want: Vec<_> =
             records.iter().filter(|r| (&*r.source_component, &*r.source_host) == (&*key.0, &*key.1)).cloned().collect();
         assert_eq!(got, want);

@@ -613,7 +613,8 @@ pub fn merge(parts: &[&MetricsPart], window_ns: i64) -> (Summary, Option<Vec<(Ob
         );
     }
     drop(ids);
-    let mut summaries = parts.iter().all(|p| p.object_summaries.is_some()).then(|| vec![Summary::default(); keys.len()]);
+    let mut summaries =
+        parts.iter().all(|p| p.object_summaries.is_some()).then(|| vec![Summary::default(); keys.len()]);
     if let Some(summaries) = summaries.as_mut() {
         for (part, ids) in parts.iter().zip(&local_to_global) {
             for (s, &id) in part.object_summaries.iter().flatten().zip(ids) {
@@ -624,8 +625,12 @@ pub fn merge(parts: &[&MetricsPart], window_ns: i64) -> (Summary, Option<Vec<(Ob
     // The writes of all parts in time order (ties in part order): a k-way merge of the logs.
     let mut window = Window::default();
     let mut windows: Vec<Window> = (0..keys.len()).map(|_| Window::default()).collect();
-    let mut heads: std::collections::BinaryHeap<std::cmp::Reverse<(i64, usize, usize)>> =
-        parts.iter().enumerate().filter(|(_, p)| !p.log.times.is_empty()).map(|(i, p)| std::cmp::Reverse((p.log.times[0], i, 0))).collect();
+    let mut heads: std::collections::BinaryHeap<std::cmp::Reverse<(i64, usize, usize)>> = parts
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !p.log.times.is_empty())
+        .map(|(i, p)| std::cmp::Reverse((p.log.times[0], i, 0)))
+        .collect();
     while let Some(std::cmp::Reverse((t, i, at))) = heads.pop() {
         let log = &parts[i].log;
         window.push(t, window_ns);

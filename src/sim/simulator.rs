@@ -1,6 +1,7 @@
 //! One replay: each record made into an event, correlated and written to a sink that never fails.
 
 use std::collections::HashMap;
+use std::io::BufRead;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -8,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::cluster::{Correlators, SourceSummaryRow, SourceTotals};
 use super::counts::{busiest_first, Action, ObjectKey, ObjectTotals, Totals};
 use super::metrics::{self, Metrics, MetricsPart, ObjectSummaryRow, SummaryRow};
-use super::trace::Record;
+use super::trace::{JsonLines, Record};
 use crate::clock::FakeClock;
 use crate::correlator::{CorrelatorOptions, EventCorrelator, KeyFuncs};
 use crate::error::{Error, Result};
@@ -131,7 +132,10 @@ impl Report {
         self.metrics()?;
         let rows = if components { &self.component_metrics } else { &self.source_metrics };
         let rows = rows.as_deref().ok_or_else(|| {
-            Error::type_("", "metrics by source need one correlator per source: call simulate(..., correlators=\"per-source\")")
+            Error::type_(
+                "",
+                "metrics by source need one correlator per source: call simulate(..., correlators=\"per-source\")",
+            )
         })?;
         Ok(&rows[..n.unwrap_or(usize::MAX).min(rows.len())])
     }
@@ -279,6 +283,13 @@ impl Simulator {
         Ok(Step { index, action, aggregated: outcome.aggregated })
     }
 
+    /// Replays every record of a JSON Lines trace.
+    pub fn run_jsonl<R: BufRead>(&mut self, lines: &mut JsonLines<R>) -> Result<Totals> {
+        while let Some(record) = lines.next_record() {
+            self.step(&record?)?;
+        }
+        Ok(self.totals)
+    }
 
     /// What the replay found so far.
     pub fn report(&self) -> Report {

@@ -239,7 +239,10 @@ mod tests {
         assert_eq!(seen, (0..grid.len()).collect::<Vec<_>>());
         let never = AtomicBool::new(false);
         for (options, summary) in grid.iter().zip(&got) {
-            assert_eq!(Some(*summary), replay(&records[..], *options, Correlators::Shared, 1_000_000_000, &never).unwrap());
+            assert_eq!(
+                Some(*summary),
+                replay(&records[..], *options, Correlators::Shared, 1_000_000_000, &never).unwrap()
+            );
         }
         assert_ne!(got[0].writes(), got[6].writes());
     }
