@@ -276,6 +276,10 @@ def test_bad_options_are_named(small):
         _merge_sources([b"nonsense"])
     with pytest.raises(TypeError, match=r"parts\[0\]: expected the bytes"):
         _merge_sources(["text"])
+    with pytest.raises(TypeError, match='unexpected option "bust"'):
+        _merge_sources([], bust=3)
+    with pytest.raises(ValueError, match="burst"):
+        _merge_sources([], burst=-1)
     with pytest.raises(ValueError, match="no Parquet files"):
         kubevents.simulate(os.fspath(pytest.importorskip("pathlib").Path(__file__).parent / "integration"),
                            executor=ThreadPoolExecutor(1))

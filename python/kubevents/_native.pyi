@@ -275,41 +275,16 @@ def simulate(
     a virtual clock, with a sink that never fails, one correlator per event source (``correlators="shared"``:
     one for all) on ``threads`` threads. ``kubevents.simulate`` adds executors and partitioned Parquet."""
 
-def _replay_sources(
-    trace: str | PathLike[str] | Iterable[_Record] | _ArrowStream,
-    *,
-    lru_cache_size: int = 4096,
-    burst: int = 25,
-    qps: float = ...,
-    max_events: int = 10,
-    max_interval: int = 600,
-    key_func: Callable[[_Event], tuple[str, str]] | None = None,
-    message_func: Callable[[_Event], str] | None = None,
-    spam_key_func: Callable[[_Event], str] | None = None,
-    per_object: bool = False,
-    metrics: bool = False,
-    window: _DurationLike | None = None,
-    threads: int | None = None,
-) -> bytes:
-    """The replays of each source of a trace, encoded for ``_merge_sources``."""
+def _replay_sources(trace: str | PathLike[str] | Iterable[_Record] | _ArrowStream, **options: Any) -> bytes:
+    """The replays of each source of a trace under ``simulate``'s options (``threads`` too), encoded for
+    ``_merge_sources``."""
 
 def _merge_sources(
     parts: Iterable[bytes],
     trace: str | PathLike[str] | Iterable[_Record] | _ArrowStream | None = None,
-    *,
-    lru_cache_size: int = 4096,
-    burst: int = 25,
-    qps: float = ...,
-    max_events: int = 10,
-    max_interval: int = 600,
-    key_func: Callable[[_Event], tuple[str, str]] | None = None,
-    message_func: Callable[[_Event], str] | None = None,
-    spam_key_func: Callable[[_Event], str] | None = None,
-    per_object: bool = False,
-    metrics: bool = False,
-    window: _DurationLike | None = None,
+    **options: Any,
 ) -> Simulation:
-    """A ``Simulation`` of sources replayed apart by ``_replay_sources``."""
+    """A ``Simulation`` of sources replayed apart by ``_replay_sources`` under ``simulate``'s options."""
 
 def _split_sources(
     trace: str | PathLike[str] | Iterable[_Record] | _ArrowStream,

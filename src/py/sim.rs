@@ -6,7 +6,7 @@ use std::sync::Arc;
 use arrow_array::RecordBatchReader;
 use pyo3::exceptions::{PyImportError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyIterator, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyString};
 use pythonize::pythonize;
 
 use super::arrow::{arrow_error, is_table, stream_from_py, table_from_py, PyArrowTable};
@@ -456,33 +456,49 @@ fn replay(py: Python<'_>, trace: &Bound<'_, PyAny>, args: &SimArgs) -> PyResult<
     Ok((report, trace))
 }
 
-/// The replays of a trace's sources, one correlator each (spread over `threads`), encoded for
-/// `_merge_sources`: what a worker of `kubevents.simulate(..., executor=...)` sends back.
+/// `simulate`'s options given as keywords (`**options`), checked as `simulate` checks them; `threads` only
+/// where `with_threads`.
+fn sim_args_from(py: Python<'_>, options: Option<&Bound<'_, PyDict>>, with_threads: bool) -> PyResult<SimArgs> {
+    let mut args = CorrelatorArgs::DEFAULT;
+    let mut funcs: PyKeyFuncs = (None, None, None);
+    let (mut per_object, mut metrics) = (false, false);
+    let (mut window, mut threads) = (None, None);
+    let func = |v: &Bound<'_, PyAny>| (!v.is_none()).then(|| v.clone().unbind());
+    for (k, v) in options.into_iter().flat_map(|o| o.iter()) {
+        match &*str_arg(&k, "option")?.to_cow()? {
+            "lru_cache_size" => args.lru_cache_size = int_opt::lru_cache_size(&v)?,
+            "burst" => args.burst = int_opt::burst(&v)?,
+            "qps" => {
+                args.qps = v
+                    .extract()
+                    .map_err(|_| PyTypeError::new_err(format!("qps must be a number, got {}", type_name(&v))))?
+            }
+            "max_events" => args.max_events = int_opt::max_events(&v)?,
+            "max_interval" => args.max_interval = int_opt::max_interval(&v)?,
+            "key_func" => funcs.0 = func(&v),
+            "message_func" => funcs.1 = func(&v),
+            "spam_key_func" => funcs.2 = func(&v),
+            "per_object" => per_object = v.is_truthy()?,
+            "metrics" => metrics = v.is_truthy()?,
+            "window" => window = (!v.is_none()).then_some(v),
+            "threads" if with_threads => threads = Some(v),
+            other => return Err(PyTypeError::new_err(format!("unexpected option {other:?}"))),
+        }
+    }
+    let per_source = PyString::new(py, Correlators::PerSource.as_str());
+    SimArgs::new(py, args, funcs, per_object, metrics, window.as_ref(), per_source.as_any(), threads.as_ref())
+}
+
+/// The replays of a trace's sources, one correlator each, under `simulate`'s `**options` (`threads` among
+/// them), encoded for `_merge_sources`: what a worker of `kubevents.simulate(..., executor=...)` sends back.
 #[pyfunction]
-#[pyo3(signature = (trace, *, lru_cache_size=4096, burst=25, qps=CorrelatorArgs::DEFAULT.qps, max_events=10,
-                    max_interval=600, key_func=None, message_func=None, spam_key_func=None, per_object=false,
-                    metrics=false, window=None, threads=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (trace, **options))]
 pub fn _replay_sources<'py>(
     py: Python<'py>,
     trace: &Bound<'py, PyAny>,
-    #[pyo3(from_py_with = int_opt::lru_cache_size)] lru_cache_size: i64,
-    #[pyo3(from_py_with = int_opt::burst)] burst: i64,
-    qps: f64,
-    #[pyo3(from_py_with = int_opt::max_events)] max_events: i64,
-    #[pyo3(from_py_with = int_opt::max_interval)] max_interval: i64,
-    key_func: Option<Py<PyAny>>,
-    message_func: Option<Py<PyAny>>,
-    spam_key_func: Option<Py<PyAny>>,
-    per_object: bool,
-    metrics: bool,
-    window: Option<&Bound<'py, PyAny>>,
-    threads: Option<&Bound<'py, PyAny>>,
+    options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let options = CorrelatorArgs { lru_cache_size, burst, qps, max_events, max_interval };
-    let funcs: PyKeyFuncs = (key_func, message_func, spam_key_func);
-    let per_source = PyString::new(py, Correlators::PerSource.as_str());
-    let args = SimArgs::new(py, options, funcs, per_object, metrics, window, per_source.as_any(), threads)?;
+    let args = sim_args_from(py, options, true)?;
     let table = match Trace::from_py(trace)? {
         Trace::Table(t) => t,
         other => {
@@ -500,33 +516,17 @@ pub fn _replay_sources<'py>(
     Ok(PyBytes::new(py, &bytes))
 }
 
-/// A `Simulation` of the sources replayed apart by `_replay_sources` (each source in one of `parts`), with
-/// the options they were replayed with; `trace`, if given, is replayed again for `decisions()`.
+/// A `Simulation` of the sources replayed apart by `_replay_sources` (each source in one of `parts`), under
+/// the `**options` they were replayed with; `trace`, if given, is replayed again for `decisions()`.
 #[pyfunction]
-#[pyo3(signature = (parts, trace=None, *, lru_cache_size=4096, burst=25, qps=CorrelatorArgs::DEFAULT.qps,
-                    max_events=10, max_interval=600, key_func=None, message_func=None, spam_key_func=None,
-                    per_object=false, metrics=false, window=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (parts, trace=None, **options))]
 pub fn _merge_sources(
     py: Python<'_>,
     parts: &Bound<'_, PyAny>,
     trace: Option<&Bound<'_, PyAny>>,
-    #[pyo3(from_py_with = int_opt::lru_cache_size)] lru_cache_size: i64,
-    #[pyo3(from_py_with = int_opt::burst)] burst: i64,
-    qps: f64,
-    #[pyo3(from_py_with = int_opt::max_events)] max_events: i64,
-    #[pyo3(from_py_with = int_opt::max_interval)] max_interval: i64,
-    key_func: Option<Py<PyAny>>,
-    message_func: Option<Py<PyAny>>,
-    spam_key_func: Option<Py<PyAny>>,
-    per_object: bool,
-    metrics: bool,
-    window: Option<&Bound<'_, PyAny>>,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PySimulation> {
-    let options = CorrelatorArgs { lru_cache_size, burst, qps, max_events, max_interval };
-    let funcs: PyKeyFuncs = (key_func, message_func, spam_key_func);
-    let per_source = PyString::new(py, Correlators::PerSource.as_str());
-    let args = SimArgs::new(py, options, funcs, per_object, metrics, window, per_source.as_any(), None)?;
+    let args = sim_args_from(py, options, false)?;
     let mut encoded: Vec<Vec<u8>> = Vec::new();
     for (i, part) in parts.try_iter()?.enumerate() {
         let part = part?;
