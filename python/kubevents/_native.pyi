@@ -171,9 +171,7 @@ class _Decision(TypedDict):
     source_component: str
     source_host: str
 
-class _SourceTotals(TypedDict):
-    source_component: str
-    source_host: str
+class _Counts(TypedDict):
     events: int
     writes: int
     creates: int
@@ -181,15 +179,13 @@ class _SourceTotals(TypedDict):
     skips: int
     aggregated: int
 
-class _ComponentTotals(TypedDict):
+class _SourceTotals(_Counts):
+    source_component: str
+    source_host: str
+
+class _ComponentTotals(_Counts):
     source_component: str
     sources: int
-    events: int
-    writes: int
-    creates: int
-    patches: int
-    skips: int
-    aggregated: int
 
 @final
 class Decisions(Iterator[_Decision]):
