@@ -101,14 +101,6 @@ impl<V> Sources<V> {
         &mut self.entries[i].1
     }
 
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     pub fn into_entries(self) -> Vec<(SourceKey, V)> {
         self.entries
     }
@@ -190,6 +182,25 @@ impl Replayer {
             Correlators::PerSource => Replayer::PerSource(BySource::new(setup)),
         })
     }
+
+    /// What the replay found.
+    pub fn report(self) -> Result<Report> {
+        match self {
+            Replayer::Shared(sim, sources) => {
+                let mut report = sim.report();
+                report.correlators = Correlators::Shared;
+                let sources = sources.into_entries();
+                report.components = component_totals(&sources);
+                report.sources = sources.iter().map(|(k, t)| SourceTotals::of_source(k, t)).collect();
+                sort_rows(&mut report.sources);
+                Ok(report)
+            }
+            Replayer::PerSource(by) => {
+                let (per_object, window_ns) = (by.setup.per_object, by.setup.window_ns);
+                report(by.into_parts(), per_object, window_ns)
+            }
+        }
+    }
 }
 
 impl From<Simulator> for Replayer {
@@ -214,27 +225,6 @@ impl Replay for Replayer {
                 Ok((step, sim))
             }
             Replayer::PerSource(by) => by.step(r),
-        }
-    }
-}
-
-impl Replayer {
-    /// What the replay found.
-    pub fn report(self) -> Result<Report> {
-        match self {
-            Replayer::Shared(sim, sources) => {
-                let mut report = sim.report();
-                report.correlators = Correlators::Shared;
-                let sources = sources.into_entries();
-                report.components = component_totals(&sources);
-                report.sources = sources.iter().map(|(k, t)| SourceTotals::of_source(k, t)).collect();
-                sort_rows(&mut report.sources);
-                Ok(report)
-            }
-            Replayer::PerSource(by) => {
-                let (per_object, window_ns) = (by.setup.per_object, by.setup.window_ns);
-                report(by.into_parts(), per_object, window_ns)
-            }
         }
     }
 }

@@ -109,7 +109,7 @@ impl Records {
         let mut builder = BatchBuilder::default();
         let mut batches = Vec::new();
         let mut flush = |b: &mut BatchBuilder, at_least: usize| {
-            if b.len() >= at_least.max(1) {
+            if b.rows() >= at_least.max(1) {
                 batches.push(b.finish(true));
             }
         };

@@ -645,12 +645,9 @@ impl Default for BatchBuilder {
 }
 
 impl BatchBuilder {
-    pub fn len(&self) -> usize {
+    /// The records pushed since the last batch.
+    pub fn rows(&self) -> usize {
         self.times.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.times.is_empty()
     }
 
     pub fn push(&mut self, r: &Record<'_>) {
