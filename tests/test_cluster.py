@@ -283,3 +283,21 @@ def test_bad_options_are_named(small):
     with pytest.raises(ValueError, match="no Parquet files"):
         kubevents.simulate(os.fspath(pytest.importorskip("pathlib").Path(__file__).parent / "integration"),
                            executor=ThreadPoolExecutor(1))
+
+
+def test_events_v1_sources_are_their_reporting_controller_and_instance():
+    def event(i, controller, instance):
+        return {"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                "metadata": {"name": f"e{i}", "namespace": "default"},
+                "regarding": {"kind": "Pod", "namespace": "default", "name": f"p{i % 2}", "apiVersion": "v1"},
+                "reportingController": controller, "reportingInstance": instance, "reason": "Failed",
+                "type": "Warning", "note": f"failed {i}", "eventTime": f"2026-01-01T00:00:0{i}.000000Z",
+                "series": {"count": 3, "lastObservedTime": f"2026-01-01T00:01:0{i}.000000Z"}}
+
+    dump = [event(0, "example.com/operator", "operator-0"), event(1, "example.com/operator", "operator-1"),
+            event(2, "kubelet", "node-1")]
+    sim = kubevents.simulate(traces.from_kubectl(dump))
+    assert sorted((r["source_component"], r["source_host"], r["events"]) for r in sim.by_source()) == [
+        ("example.com/operator", "operator-0", 3), ("example.com/operator", "operator-1", 3),
+        ("kubelet", "node-1", 3)]
+    assert {d["source_host"] for d in sim.decisions()} == {"operator-0", "operator-1", "node-1"}
