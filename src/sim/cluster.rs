@@ -400,15 +400,37 @@ pub struct SourceIds {
 }
 
 impl SourceIds {
-    pub fn of<T: SharedTrace + ?Sized>(trace: &T) -> Result<Self> {
-        let mut sources: Sources<u64> = Sources::default();
-        let mut ids = Vec::new();
-        trace.each(|r| {
-            let i = sources.index(&r.source_component, &r.source_host, || Ok(0))?;
-            *sources.value_mut(i) += 1;
-            ids.push(u32::try_from(i).map_err(|_| Error::value("", "more than 2^32 sources"))?);
-            Ok(true)
+    /// The sources of `trace`'s records, found by `threads` threads, each over a stretch of the trace.
+    pub fn of<T: SharedTrace + ?Sized>(trace: &T, threads: usize) -> Result<Self> {
+        let n = trace.record_count();
+        let stretch = n.div_ceil(threads.max(1)).max(1);
+        let stretches = on_threads(n.div_ceil(stretch).max(1), |k| {
+            let rows = k * stretch..((k + 1) * stretch).min(n);
+            let mut sources: Sources<u64> = Sources::default();
+            let mut ids = Vec::with_capacity(rows.len());
+            trace.each_where(
+                |i| rows.contains(&i),
+                |_, r| {
+                    let i = sources.index(&r.source_component, &r.source_host, || Ok(0))?;
+                    *sources.value_mut(i) += 1;
+                    ids.push(id(i)?);
+                    Ok(true)
+                },
+            )?;
+            Ok((sources.into_entries(), ids))
         })?;
+        // Taken in trace order, the stretches' sources keep the order in which they first appear.
+        let mut sources: Sources<u64> = Sources::default();
+        let mut ids = Vec::with_capacity(n);
+        for (found, local) in stretches {
+            let mut global = Vec::with_capacity(found.len());
+            for ((component, host), count) in found {
+                let i = sources.index(&component, &host, || Ok(0))?;
+                *sources.value_mut(i) += count;
+                global.push(id(i)?);
+            }
+            ids.extend(local.into_iter().map(|l| global[l as usize]));
+        }
         let (keys, counts) = sources.into_entries().into_iter().unzip();
         Ok(SourceIds { keys, counts, ids })
     }
@@ -428,6 +450,27 @@ impl SourceIds {
     }
 }
 
+/// A source's index as the id of its records.
+fn id(i: usize) -> Result<u32> {
+    u32::try_from(i).map_err(|_| Error::value("", "more than 2^32 sources"))
+}
+
+/// `f(0)`, ..., `f(threads - 1)`, each on a thread of its own (on this one when there is one), in that order;
+/// the first error.
+fn on_threads<R: Send>(threads: usize, f: impl Fn(usize) -> Result<R> + Sync) -> Result<Vec<R>> {
+    if threads <= 1 {
+        return Ok(vec![f(0)?]);
+    }
+    let f = &f;
+    std::thread::scope(|scope| {
+        let mut handles = Vec::with_capacity(threads);
+        for t in 0..threads {
+            handles.push(threads::spawn_scoped(scope, "replay", move || f(t))?);
+        }
+        handles.into_iter().map(|h| h.join().map_err(|_| Error::value("", "a replay thread panicked"))?).collect()
+    })
+}
+
 /// Replays each source of `trace` through its own correlator, the sources spread over `threads` threads;
 /// the result equals `BySource`'s over the same trace, whatever the number of threads.
 pub fn replay_split<T: SharedTrace + ?Sized>(
@@ -435,11 +478,11 @@ pub fn replay_split<T: SharedTrace + ?Sized>(
     setup: &Setup,
     threads: usize,
 ) -> Result<Vec<(SourceKey, Part)>> {
-    let sources = SourceIds::of(trace)?;
+    let sources = SourceIds::of(trace, threads)?;
     let threads = threads.clamp(1, sources.keys.len().max(1));
     let owner = sources.owners(threads);
     let (sources, owner) = (&sources, &owner);
-    let replay = move |thread: usize| -> Result<Vec<(usize, Part)>> {
+    let parts = on_threads(threads, |thread| {
         let mut sims: Vec<Option<Simulator>> = Vec::with_capacity(sources.keys.len());
         for &o in owner {
             sims.push(if o == thread { Some(setup.simulator(true)?) } else { None });
@@ -452,23 +495,9 @@ pub fn replay_split<T: SharedTrace + ?Sized>(
                 None => Err(Error::value("", "a record went to a thread that does not replay its source")),
             },
         )?;
-        Ok(sims.into_iter().enumerate().filter_map(|(i, s)| s.map(|s| (i, s.into_part()))).collect())
-    };
-    let mut parts: Vec<(usize, Part)> = if threads == 1 {
-        replay(0)?
-    } else {
-        std::thread::scope(|scope| -> Result<Vec<(usize, Part)>> {
-            let mut handles = Vec::with_capacity(threads);
-            for t in 0..threads {
-                handles.push(threads::spawn_scoped(scope, "replay", move || replay(t))?);
-            }
-            let mut all = Vec::new();
-            for h in handles {
-                all.extend(h.join().map_err(|_| Error::value("", "a replay thread panicked"))??);
-            }
-            Ok(all)
-        })?
-    };
+        Ok(sims.into_iter().enumerate().filter_map(|(i, s)| s.map(|s| (i, s.into_part()))).collect::<Vec<_>>())
+    })?;
+    let mut parts: Vec<(usize, Part)> = parts.into_iter().flatten().collect();
     parts.sort_by_key(|(i, _)| *i);
     Ok(parts.into_iter().map(|(i, p)| (sources.keys[i].clone(), p)).collect())
 }
@@ -569,6 +598,19 @@ mod tests {
         let table = crate::sim::table::Table::new(&batch.schema(), vec![batch.slice(0, 1000), batch.slice(1000, 2000)])
             .unwrap();
         assert_eq!(replay_split(&table, &setup, 2).unwrap(), want);
+    }
+
+    #[test]
+    fn sources_found_in_stretches_are_the_sources_in_trace_order() {
+        let records = cluster(5, 1001);
+        let one = SourceIds::of(&records[..], 1).unwrap();
+        assert_eq!(one.keys[0], ("default-scheduler".to_owned(), String::new()));
+        assert_eq!(one.counts.iter().sum::<u64>(), 1001);
+        for threads in [2, 3, 7, 2000] {
+            let got = SourceIds::of(&records[..], threads).unwrap();
+            assert_eq!((&got.keys, &got.counts, &got.ids), (&one.keys, &one.counts, &one.ids), "{threads}");
+        }
+        assert!(SourceIds::of(&records[..0], 2).unwrap().keys.is_empty());
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub trait SharedTrace: Sync {
     /// Hands every record to `f` in order, until `f` returns false or fails.
     fn each(&self, f: impl FnMut(&Record<'_>) -> Result<bool>) -> Result<()>;
 
+    /// The number of records.
+    fn record_count(&self) -> usize;
+
     /// Hands the records whose index `wanted` accepts to `f` with their index, in order, until `f` returns
     /// false or fails; the others are not read.
     fn each_where(
@@ -37,6 +40,10 @@ pub trait SharedTrace: Sync {
 }
 
 impl SharedTrace for [Record<'static>] {
+    fn record_count(&self) -> usize {
+        self.len()
+    }
+
     fn each(&self, mut f: impl FnMut(&Record<'_>) -> Result<bool>) -> Result<()> {
         self.each_where(|_| true, |_, r| f(r))
     }
@@ -56,6 +63,10 @@ impl SharedTrace for [Record<'static>] {
 }
 
 impl SharedTrace for Table {
+    fn record_count(&self) -> usize {
+        usize::try_from(self.rows()).unwrap_or(usize::MAX)
+    }
+
     fn each(&self, f: impl FnMut(&Record<'_>) -> Result<bool>) -> Result<()> {
         Table::each(self, f)
     }

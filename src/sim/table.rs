@@ -521,7 +521,7 @@ impl Table {
         self.batches.len() - 1
     }
 
-    fn rows(&self) -> u64 {
+    pub fn rows(&self) -> u64 {
         self.starts.last().zip(self.batches.last()).map_or(0, |(s, b)| s + b.num_rows() as u64)
     }
 
