@@ -12,6 +12,7 @@ alone, works too (each directory then holds whole sources); the files of one dir
 
 from __future__ import annotations
 
+import heapq
 import math
 import os
 import urllib.parse
@@ -146,11 +147,11 @@ def _dataset(root: str | os.PathLike[str], base: str, paths: Sequence[str]) -> A
 def read(root: str | os.PathLike[str], paths: Sequence[str] | None = None) -> Any:
     """A partitioned dataset (or the files ``paths`` of it) as a stream of record batches in file order, for
     ``simulate``: read as it replays, never whole."""
-    base, all_groups, _ = groups(root)
     if paths is None:
+        _, all_groups, _ = groups(root)
         paths = [p for g in all_groups for p in g]
-    scanner = _dataset(root, base, paths).scanner(use_threads=False)
-    return scanner.to_reader()
+    _, base = _filesystem(root)
+    return _dataset(root, base, paths).scanner(use_threads=False).to_reader()
 
 
 def _replay_files(root: str, paths: list[str], options: Mapping[str, Any]) -> bytes:
@@ -171,11 +172,12 @@ def _tasks(sizes: Sequence[int], chunksize: int | None) -> list[list[int]]:
         chunksize = max(1, math.ceil(n / (4 * (os.cpu_count() or 1))))
     count = max(1, math.ceil(n / chunksize))
     tasks: list[list[int]] = [[] for _ in range(count)]
-    load = [0] * count
+    open_tasks = [(0, t) for t in range(count)]  # (load, task) of the tasks not full yet, a heap
     for i in sorted(range(n), key=lambda i: (-sizes[i], i)):
-        t = min(range(count), key=lambda t: (len(tasks[t]) >= chunksize, load[t], t))
+        load, t = heapq.heappop(open_tasks)
         tasks[t].append(i)
-        load[t] += sizes[i]
+        if len(tasks[t]) < chunksize:
+            heapq.heappush(open_tasks, (load + sizes[i], t))
     return [sorted(t) for t in tasks if t]
 
 
