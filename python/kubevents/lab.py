@@ -215,7 +215,7 @@ def simulate(
     ``correlators="shared"`` replays the whole trace through one correlator, on this thread.
 
     ``executor`` (any ``concurrent.futures.Executor``: a process pool, ``dask.distributed.Client
-    .get_executor()``, Ray's) spreads the sources over its workers, ``chunksize`` sources per task (default:
+    .get_executor()``) spreads the sources over its workers, ``chunksize`` sources per task (default:
     about four tasks per CPU of this machine), each task replayed on ``threads`` threads (default 1) there.
     A partitioned directory is read by each worker, its own sources' files alone, where it lives (a path or
     URI the workers can reach); any other trace is split here and each task's part sent along.
