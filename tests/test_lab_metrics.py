@@ -74,6 +74,11 @@ def test_overall_metrics():
         # Writes at 0, 1, 2, 10 (or 2, 10, 11, 12) fall in one 10 s window, both ends included.
         "peak_writes": 4,
         "peak_write_rate": pytest.approx(0.4),
+        # 61 windows of 10 s from the first event's to the last one's: [0, 10) and [10, 20) hold 3 writes
+        # each, [600, 610) one, the other 58 none; ranks 31, 55 and 61.
+        "p50_write_rate": 0.0,
+        "p90_write_rate": 0.0,
+        "p99_write_rate": pytest.approx(0.3),
         "peak_object_writes": 3,
         "peak_object_write_rate": pytest.approx(0.3),
         "max_count": 6,
@@ -145,23 +150,37 @@ def test_bad_window(window, exc, match):
 
 
 _MEMORY = r"""
-import resource, kubevents
+import resource, sys, kubevents
 from kubevents.traces import generate
-kubevents.simulate(generate("unique", n=1000, seed=1), metrics=True)  # everything loaded and warm
+options = dict(metrics=True, correlators=sys.argv[1], lru_cache_size=int(sys.argv[2]))
+kubevents.simulate(generate("unique", n=1000, seed=1), **options)  # everything loaded and warm
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-m = kubevents.simulate(generate("unique", n=500_000, seed=1), metrics=True).metrics
+m = kubevents.simulate(generate("unique", n=500_000, seed=1), **options).metrics
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before, m["messages"])
 """
 
 
-def test_metrics_memory_per_distinct_message():
-    """The metrics keep each distinct (object, reason, message): 500k of them (the `unique` workload) took
-    about 350 MB, 700 bytes each; now about 170 MB. Peak RSS measured in a child process."""
+def grown_bytes_per_message(correlators, lru_cache_size):
+    """Peak RSS grown by a replay of 500k distinct messages, measured in a child process."""
     import subprocess
     import sys
 
-    p = subprocess.run([sys.executable, "-c", _MEMORY], capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, "-c", _MEMORY, correlators, str(lru_cache_size)], capture_output=True,
+                       text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     grown_kib, messages = map(int, p.stdout.split())
     assert messages == 500_000
-    assert grown_kib * 1024 < 500 * messages, f"{grown_kib * 1024 / messages:.0f} bytes per distinct message"
+    return grown_kib * 1024 / messages
+
+
+def test_metrics_memory_per_distinct_message():
+    """The metrics keep each distinct (object, reason, message): 500k of them (the `unique` workload) took
+    about 350 MB, 700 bytes each; now about 170 MB."""
+    assert grown_bytes_per_message("shared", 4096) < 500
+
+
+def test_per_source_metrics_memory_per_distinct_message():
+    """Per source (50 kubelets here), the merge adds each write's time and object and a table of the objects
+    (about 165 bytes a message over the shared replay's); each source's own caches add up to 3 x 4,096
+    entries, here kept small to measure the rest."""
+    assert grown_bytes_per_message("per-source", 64) < 650

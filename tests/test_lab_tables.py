@@ -47,7 +47,7 @@ def test_decisions_of_a_table_replay_are_the_records_decisions(records: list[dic
     assert head + rest == want
     assert list(d) == []
     df = pl.DataFrame(kubevents.simulate(records).decisions())
-    assert df.columns == ["index", "action", "name", "count", "message", "patch"]
+    assert df.columns == ["index", "action", "name", "count", "message", "patch", "source_component", "source_host"]
     assert df["action"].cast(pl.String).to_list() == [r["action"] for r in want]
 
 

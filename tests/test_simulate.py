@@ -50,7 +50,7 @@ def hexname(pod, t_s):
     return f"{pod}.{T0 + t_s * NS:x}"
 
 
-EXPECTED = [
+EXPECTED = [dict(d, source_component="kubelet", source_host="node-0") for d in [
     dict(index=0, action="create", name=hexname("p1", 0), count=1, message="m", patch=None),
     dict(index=1, action="patch", name=hexname("p1", 0), count=2, message="m",
          patch='{"count":2,"lastTimestamp":"2023-11-14T22:13:21Z","message":"m"}'),
@@ -62,7 +62,7 @@ EXPECTED = [
     dict(index=6, action="create", name=hexname("p3", 6), count=1, message=AGG + "b", patch=None),
     dict(index=7, action="patch", name=hexname("p3", 6), count=2, message=AGG + "c",
          patch='{"count":2,"lastTimestamp":"2023-11-14T22:13:27Z","message":"(combined from similar events): c"}'),
-]
+]]
 EXPECTED_TOTALS = {"events": 8, "creates": 4, "patches": 3, "skips": 1, "aggregated": 2}
 
 
@@ -83,7 +83,8 @@ def test_simulate_list_exact_totals_and_decisions():
     assert list(sim.decisions()) == EXPECTED
     t = sim.totals
     assert t["creates"] + t["patches"] + t["skips"] == t["events"] == len(RECORDS)
-    assert repr(sim) == "Simulation(events=8, creates=4, patches=3, skips=1, aggregated=2)"
+    assert repr(sim) == ('Simulation(events=8, creates=4, patches=3, skips=1, aggregated=2, correlators="per-source", '
+                         'sources=1)')
 
 
 def test_simulate_defaults_on_the_same_trace():
@@ -210,15 +211,20 @@ def set_ns(clock: FakeClock, ns: int) -> None:
     assert clock.now_ns() == ns
 
 
-def manual(records, **options):
-    """What simulate does, spelled out with the public API: make_event, correlate, update_state."""
+def manual(records, per_source=False, **options):
+    """What simulate does, spelled out with the public API: make_event, correlate, update_state; with
+    ``per_source``, one correlator for each source, as in a cluster."""
     clock = FakeClock(0)
-    c = kubevents.Correlator(clock=clock, **options)
+    correlators = {}
     decisions = []
     totals = {"events": 0, "creates": 0, "patches": 0, "skips": 0, "aggregated": 0}
     rv = 1
     for i, r in enumerate(records):
         set_ns(clock, r["t_ns"])
+        key = (r.get("source_component", ""), r.get("source_host", "")) if per_source else None
+        if key not in correlators:
+            correlators[key] = kubevents.Correlator(clock=clock, **options)
+        c = correlators[key]
         inv = r["involved"]
         ref = {"kind": inv.get("kind", ""), "namespace": inv.get("namespace", ""), "name": inv.get("name", ""),
                "uid": inv.get("uid", ""), "apiVersion": inv.get("api_version", ""),
@@ -232,7 +238,8 @@ def manual(records, **options):
         if res.skip:
             assert res.event is None and res.patch is None
             totals["skips"] += 1
-            decisions.append(dict(index=i, action="skip", name=None, count=None, message=None, patch=None))
+            decisions.append(dict(index=i, action="skip", name=None, count=None, message=None, patch=None,
+                                  source_component=source["component"], source_host=source["host"]))
             continue
         e = res.event
         if e["count"] > 1:
@@ -247,18 +254,21 @@ def manual(records, **options):
         totals[action + "es" if action == "patch" else "creates"] += 1
         decisions.append(dict(index=i, action=action, name=e["metadata"]["name"], count=e["count"],
                               message=e.get("message", ""),
-                              patch=None if res.patch is None else res.patch.decode("utf-8")))
+                              patch=None if res.patch is None else res.patch.decode("utf-8"),
+                              source_component=source["component"], source_host=source["host"]))
     return totals, decisions
 
 
 def assert_equivalent(records, **options):
-    sim = kubevents.simulate(records, **options)
-    totals, decisions = manual(records, **options)
-    assert sim.totals == totals
-    got = list(sim.decisions())
-    assert len(got) == len(decisions)
-    for g, d in zip(got, decisions):
-        assert g == d
+    """simulate equals the manual loop, with one correlator per source and with one shared."""
+    for correlators in ("per-source", "shared"):
+        sim = kubevents.simulate(records, correlators=correlators, **options)
+        totals, decisions = manual(records, per_source=correlators == "per-source", **options)
+        assert sim.totals == totals
+        got = list(sim.decisions())
+        assert len(got) == len(decisions)
+        for g, d in zip(got, decisions):
+            assert g == d
     return totals
 
 

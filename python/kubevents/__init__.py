@@ -42,8 +42,8 @@ from kubevents._native import (
     Simulation,
     __version__,
     make_event,
-    simulate,
 )
+from kubevents.lab import simulate
 
 # Each feature keeps its own block of imports (merges stay local); isort would fold them into one.
 # isort: split

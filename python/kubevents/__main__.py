@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-interval", type=int,
                    help=f"longest gap in seconds between similar events of one group (default {DEFAULT_MAX_INTERVAL})")
     p.add_argument("--cache-size", type=int, help=f"entries in each LRU cache (default {DEFAULT_LRU_CACHE_SIZE})")
+    p.add_argument("--correlators", choices=("per-source", "shared"), default="per-source",
+                   help="one correlator per event source, as in a cluster (default), or one for the whole trace")
     p.add_argument("--top", type=count, default=5, metavar="N", help="objects with most writes to list (default 5)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     return p
@@ -68,6 +70,8 @@ def report(sim: kubevents.Simulation, top: int) -> dict[str, Any]:
         "aggregated": t["aggregated"],
         "api_writes": writes,
         "api_writes_saved_percent": round(saved, 1),
+        "correlators": sim.correlators,
+        "components": sim.by_component(),
         # No more objects than events: a huge --top asks for all of them.
         "top_objects": sim.top_objects(min(top, t["events"])),
     }
@@ -85,6 +89,10 @@ def _table(r: Mapping[str, Any]) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v:>10}" for k, v in rows]
+    lines += ["", f"API writes by component ({r['correlators']} correlators):"]
+    for c in r["components"]:
+        lines.append(f'  {c["source_component"]:<32} {c["sources"]:>5} sources {c["events"]:>9} events '
+                     f'{c["writes"]:>8} writes')
     if r["top_objects"]:
         lines += ["", "objects with most API writes:"]
         head = f'  {"object":<48} {"events":>7} {"writes":>7} {"creates":>8} {"patches":>8} {"skips":>7}'
@@ -121,7 +129,7 @@ def _replay(args: argparse.Namespace) -> int:
         given: dict[str, Any] = {"burst": args.burst, "qps": args.qps, "max_events": args.max_events,
                                  "max_interval": args.max_interval, "lru_cache_size": args.cache_size}
         options = {k: v for k, v in given.items() if v is not None}
-        sim = kubevents.simulate(trace, per_object=True, **options)
+        sim = kubevents.simulate(trace, per_object=True, correlators=args.correlators, **options)
         r = report(sim, args.top)
     except USER_ERRORS as e:
         return fail(e)

@@ -256,6 +256,24 @@ class _Decision(TypedDict):
     count: int | None
     message: str | None
     patch: str | None
+    source_component: str
+    source_host: str
+
+class _Counts(TypedDict):
+    events: int
+    writes: int
+    creates: int
+    patches: int
+    skips: int
+    aggregated: int
+
+class _SourceTotals(_Counts):
+    source_component: str
+    source_host: str
+
+class _ComponentTotals(_Counts):
+    source_component: str
+    sources: int
 
 @final
 class Decisions(Iterator[_Decision]):
@@ -266,7 +284,8 @@ class Decisions(Iterator[_Decision]):
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         """The decisions not iterated yet as an Arrow C stream (``pyarrow.table(sim.decisions())``)."""
 
-__all__ += ["TRACE_COLUMNS", "ArrowTable", "_check_table", "_records_table"]
+__all__ += ["TRACE_COLUMNS", "ArrowTable", "_check_table", "_merge_sources", "_records_table", "_replay_sources",
+            "_split_sources"]
 
 TRACE_COLUMNS: list[str]
 """The columns of a trace table (``kubevents.traces.TABLE_COLUMNS``)."""
@@ -291,10 +310,18 @@ class Simulation:
     @property
     def totals(self) -> _Totals:
         """Counts of the replay; ``creates + patches + skips == events``."""
+    @property
+    def correlators(self) -> Literal["per-source", "shared"]:
+        """One correlator per event source (as in a cluster) or one for the whole trace."""
     def top_objects(self, n: int = 10) -> list[_Object_Totals]:
         """The ``n`` objects with the most API writes; needs ``simulate(..., per_object=True)``."""
-    def to_arrow(self, objects: bool = False) -> ArrowTable:
-        """The metrics as an Arrow table: one row, or one per object with ``objects=True``."""
+    def by_source(self, n: int | None = None) -> list[_SourceTotals]:
+        """Each source's counts, most API writes first (``n`` of them, or all)."""
+    def by_component(self, n: int | None = None) -> list[_ComponentTotals]:
+        """Each component's counts (its sources added up), most API writes first."""
+    def to_arrow(self, objects: bool = False, by: Literal["source", "component"] | None = None) -> ArrowTable:
+        """The metrics as an Arrow table: one row, or one per object (``objects=True``), source or component
+        (``by=``)."""
     def decisions(self) -> Decisions:
         """Replays the trace again and yields one decision per input event."""
     # Tuning lab: replay metrics (``simulate(..., metrics=True)``).
@@ -303,8 +330,13 @@ class Simulation:
         """The metrics of the replay (defined in ``kubevents.lab``); needs ``metrics=True``."""
     def object_metrics(self, n: int | None = None) -> list[_ObjectMetrics]:
         """Each object's metrics, most API writes first; needs ``metrics=True, per_object=True``."""
-    def to_pandas(self, objects: bool = False) -> Any:
-        """The metrics as a pandas DataFrame: one row, or one row per object with ``objects=True``."""
+    def source_metrics(self, n: int | None = None) -> list[_SourceMetrics]:
+        """Each source's metrics, most API writes first; needs ``metrics=True`` and one correlator per source."""
+    def component_metrics(self, n: int | None = None) -> list[_ComponentMetrics]:
+        """Each component's metrics (its sources' writes together); needs ``metrics=True``, per source."""
+    def to_pandas(self, objects: bool = False, by: Literal["source", "component"] | None = None) -> Any:
+        """The metrics as a pandas DataFrame: one row, or one per object (``objects=True``), source or
+        component (``by=``)."""
 
 def simulate(
     trace: str | PathLike[str] | Iterable[_Record] | _ArrowStream,
@@ -320,12 +352,28 @@ def simulate(
     per_object: bool = False,
     metrics: bool = False,
     window: _DurationLike | None = None,
+    correlators: Literal["per-source", "shared"] | None = None,
+    threads: int | None = None,
 ) -> Simulation:
-    """Replays a trace (a JSON Lines path or an iterable of records) as ``recordToSink`` would, on a
-    virtual clock, with a sink that never fails. ``metrics=True`` also collects ``Simulation.metrics``, with
-    peak write rates over windows of ``window`` seconds (default 60); it holds memory for each distinct
-    (object, reason, message) of the trace, about 300 bytes each (see ``kubevents.lab``). ``per_object=True``
-    keeps totals, and metrics, for each object."""
+    """Replays a trace (a JSON Lines path, an iterable of records or a table) as ``recordToSink`` would, on
+    a virtual clock, with a sink that never fails, one correlator per event source (``correlators="shared"``:
+    one for all) on ``threads`` threads. ``kubevents.simulate`` adds executors and partitioned Parquet."""
+
+def _replay_sources(trace: str | PathLike[str] | Iterable[_Record] | _ArrowStream, **options: Any) -> bytes:
+    """The replays of each source of a trace under ``simulate``'s options (``threads`` too), encoded for
+    ``_merge_sources``."""
+
+def _merge_sources(
+    parts: Iterable[bytes],
+    trace: str | PathLike[str] | Iterable[_Record] | _ArrowStream | None = None,
+    **options: Any,
+) -> Simulation:
+    """A ``Simulation`` of sources replayed apart by ``_replay_sources`` under ``simulate``'s options."""
+
+def _split_sources(
+    trace: str | PathLike[str] | Iterable[_Record] | _ArrowStream,
+) -> list[tuple[str, str, ArrowTable]]:
+    """The records of each source of a trace as a table of their own, in trace order."""
 
 # -- recording pipeline --
 
@@ -1097,8 +1145,19 @@ class _ReplayMetrics(TypedDict):
     max_count: int
 
 class _Metrics(_ReplayMetrics):
+    p50_write_rate: float
+    p90_write_rate: float
+    p99_write_rate: float
     peak_object_writes: int
     peak_object_write_rate: float
+
+class _SourceMetrics(_Metrics):
+    source_component: str
+    source_host: str
+
+class _ComponentMetrics(_Metrics):
+    source_component: str
+    sources: int
 
 class _ObjectMetrics(_ReplayMetrics):
     kind: str
@@ -1112,9 +1171,11 @@ def replay_grid(
     window: _DurationLike | None = None,
     workers: int | None = None,
     on_result: Callable[[int, _Metrics], object] | None = None,
+    correlators: Literal["per-source", "shared"] | None = None,
 ) -> list[_Metrics]:
-    """Replays one trace under each entry of ``grid`` (dicts of ``simulate`` options) on ``workers`` native
-    threads with the GIL released; the metrics of each replay, in grid order. ``kubevents.sweep`` builds on it."""
+    """Replays one trace under each entry of ``grid`` (dicts of ``simulate`` options), with one correlator per
+    source or one shared, on ``workers`` native threads with the GIL released; the metrics of each replay, in
+    grid order. ``kubevents.sweep`` builds on it."""
 
 def _check_grid(grid: Iterable[Mapping[str, float]]) -> None:
     """Checks every entry of ``grid`` as ``replay_grid`` does, without replaying anything."""

@@ -29,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", metavar="M1,M2,...", help="metrics to keep (default: all; see kubevents.lab)")
     p.add_argument("--csv", metavar="FILE", help="also write the rows to a CSV file")
     p.add_argument("--workers", type=int, help="native threads (default: one per core)")
+    p.add_argument("--correlators", choices=("per-source", "shared"), default="per-source",
+                   help="one correlator per event source (default) or one for the whole trace")
     p.add_argument("--window", type=float, default=DEFAULT_WINDOW,
                    help=f"window of the peak write rates, seconds (default {DEFAULT_WINDOW:g})")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -86,7 +88,7 @@ def main(argv: list[str]) -> int:
             _check_writable(args.csv)
         trace, _ = trace_of(args)
         rows = kubevents.sweep(trace, grid, metrics=metrics, workers=args.workers, window=args.window,
-                               progress=not args.no_progress)
+                               progress=not args.no_progress, correlators=args.correlators)
         if args.csv:
             # Before the table: a reader of stdout that stops early (| head) must not cost the file.
             with open(args.csv, "w", newline="", encoding="utf-8") as f:

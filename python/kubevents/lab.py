@@ -1,5 +1,11 @@
-"""The tuning lab: replay one trace under every combination of correlator options and compare the load on the
-API server with the information that reached it.
+"""The tuning lab: replay a trace (``simulate``), or replay it under every combination of correlator options
+(``sweep``), and compare the load on the API server with the information that reached it.
+
+A trace of a cluster holds events of many sources (``source.component`` and ``source.host``: each kubelet, the
+scheduler, each controller), and in a cluster every source has its own correlator with its own caches and spam
+buckets. Both replay it so by default (``correlators="per-source"``): each source through a correlator of its
+own, the metrics those of the whole API server, which sees all their writes; ``correlators="shared"`` replays
+the whole trace through one correlator, as one component would. With one source the two are the same.
 
 ``sweep`` runs the replays on native threads with the GIL released (``kubevents._native.replay_grid``), or, with
 ``executor=``, in chunks on any ``concurrent.futures.Executor`` (a process pool, or a Dask or Ray executor for a
@@ -21,9 +27,17 @@ cluster). Each row holds the combination's options and the metrics of its replay
 ``mean_delay_s``            mean delay from occurrence to the write reporting it (written ones count as 0)
 ``max_delay_s``             the longest such delay
 ``peak_writes``             most writes in any window of ``window`` seconds; ``peak_write_rate`` per second
+``p50_write_rate``          the writes per second in the windows of ``window`` seconds from the epoch on
+                            (``[k w, (k + 1) w)``), from the trace's first event's window to its last one's,
+                            empty ones included: their median; ``p90_write_rate`` and ``p99_write_rate`` the
+                            90th and 99th percentiles (nearest rank)
 ``peak_object_writes``      the same for the busiest object; ``peak_object_write_rate`` per second
 ``max_count``               the largest ``count`` written on one event
 ==========================  ==================================================================================
+
+Replayed per source, the counts, delays and distinct values are added up over the sources (a message two
+sources report about one object counts twice, once for each), the maxima are the largest, and the peaks and
+rates are found again over all the sources' writes in time order.
 
 Memory: a replay without metrics holds the correlator's bounded caches and nothing per event (a 45 MB peak RSS
 for the whole process over 1M or 5M events about distinct objects). The metrics are exact, so they keep what
@@ -34,6 +48,11 @@ the ``unique`` workload, a new object and message for every event: a 354-377 MB 
 5M; over 1M events of the ``mixed`` workload (5000 objects) 66-73 MB. ``per_object=True`` adds totals and a
 summary for each object (1.06-1.08 GB at 1M objects). A sweep holds this once per replay running at a time,
 besides the trace itself.
+
+Per source, each source's correlator keeps caches of its own, up to 3 x ``lru_cache_size`` entries (about 4.5 MB
+for a source whose 4,096-entry caches fill), as each kubelet and controller does; with metrics, the merge of the
+sources' metrics keeps each write's time and object (12 bytes a write) and a table of the objects, about 165
+bytes a distinct message more than one shared correlator's metrics.
 """
 
 from __future__ import annotations
@@ -43,12 +62,27 @@ import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, Future, as_completed
-from typing import Any
+from datetime import timedelta
+from typing import Any, Literal
 
-from kubevents._native import DEFAULT_WINDOW, GRID_OPTIONS, _check_grid, _count_option, replay_grid
+from kubevents import _partitions
+from kubevents._native import (
+    DEFAULT_BURST,
+    DEFAULT_LRU_CACHE_SIZE,
+    DEFAULT_MAX_EVENTS,
+    DEFAULT_MAX_INTERVAL,
+    DEFAULT_QPS,
+    DEFAULT_WINDOW,
+    GRID_OPTIONS,
+    Simulation,
+    _check_grid,
+    _count_option,
+    replay_grid,
+)
+from kubevents._native import simulate as _simulate
 from kubevents.traces import KubectlTrace, Workload
 
-__all__ = ["DEFAULT_WINDOW", "GRID_OPTIONS", "METRICS", "SweepResult", "combinations", "sweep"]
+__all__ = ["DEFAULT_WINDOW", "GRID_OPTIONS", "METRICS", "SweepResult", "combinations", "simulate", "sweep"]
 
 METRICS = (
     "events",
@@ -70,6 +104,9 @@ METRICS = (
     "max_delay_s",
     "peak_writes",
     "peak_write_rate",
+    "p50_write_rate",
+    "p90_write_rate",
+    "p99_write_rate",
     "peak_object_writes",
     "peak_object_write_rate",
     "max_count",
@@ -77,10 +114,14 @@ METRICS = (
 """Every metric a sweep row can hold, in column order."""
 
 _Grid = Mapping[str, Iterable[float]] | Sequence[Mapping[str, float]]
+_Correlators = Literal["per-source", "shared"]
 
 
 class SweepResult(list[dict[str, Any]]):
-    """The rows of a sweep, one dict per combination in grid order; ``to_pandas()`` makes a DataFrame."""
+    """The rows of a sweep, one dict per combination in grid order; ``to_pandas()`` makes a DataFrame.
+    ``correlators`` says how the replays gave correlators to the trace's sources."""
+
+    correlators: str = "per-source"
 
     def to_pandas(self) -> Any:
         """The rows as a pandas DataFrame (needs pandas: ``pip install 'kubevents[lab]'``)."""
@@ -142,9 +183,77 @@ def _progress_bar(total: int, enabled: bool) -> Any:
     return tqdm(total=total, desc="sweep", unit="replay", delay=1.0)
 
 
-def _run_chunk(trace: Any, chunk: list[dict[str, float]], window: float, workers: int | None) -> list[Any]:
+def _run_chunk(trace: Any, chunk: list[dict[str, float]], window: float, workers: int | None,
+               correlators: _Correlators = "per-source") -> list[Any]:
     """Runs one chunk of a sweep (in an executor's worker)."""
-    return list(replay_grid(trace, chunk, window=window, workers=workers))
+    if _partitions.is_partitioned(trace):
+        trace = _partitions.read(trace)
+    return list(replay_grid(trace, chunk, window=window, workers=workers, correlators=correlators))
+
+
+def simulate(
+    trace: str | os.PathLike[str] | Iterable[Mapping[str, Any]] | Any,
+    *,
+    lru_cache_size: int = DEFAULT_LRU_CACHE_SIZE,
+    burst: int = DEFAULT_BURST,
+    qps: float = DEFAULT_QPS,
+    max_events: int = DEFAULT_MAX_EVENTS,
+    max_interval: int = DEFAULT_MAX_INTERVAL,
+    key_func: Callable[[dict[str, Any]], tuple[str, str]] | None = None,
+    message_func: Callable[[dict[str, Any]], str] | None = None,
+    spam_key_func: Callable[[dict[str, Any]], str] | None = None,
+    per_object: bool = False,
+    metrics: bool = False,
+    window: float | timedelta | None = None,
+    correlators: _Correlators = "per-source",
+    threads: int | None = None,
+    executor: Executor | None = None,
+    chunksize: int | None = None,
+) -> Simulation:
+    """Replays a trace through client-go's correlator on a virtual clock, as ``recordToSink`` would, with a
+    sink that never fails, and returns a ``kubevents.Simulation``.
+
+    ``trace`` is a JSON Lines path, an iterable of records, a table (pyarrow, polars; a
+    ``kubevents.traces.scan_parquet`` stream is replayed as it is read), or a directory of Parquet partitioned
+    by source (``kubevents.traces.partition_by_source``). The options are the correlator's (client-go's
+    defaults); custom key functions are called with each event as a dict.
+
+    ``correlators="per-source"`` (the default) replays each event source (``source.component`` and
+    ``source.host``) through a correlator of its own, as in a cluster, spreading the sources over ``threads``
+    native threads with the GIL released: the results are the same whatever the number of threads, and equal
+    to replaying each source's events alone. ``threads`` defaults to one per core for a table, and to one for
+    a path or records, which are then read as they replay (their reading is the slower part); given more
+    than one, they are read into memory first, as a table. With custom key functions, one thread replays.
+    ``correlators="shared"`` replays the whole trace through one correlator, on this thread.
+
+    ``executor`` (any ``concurrent.futures.Executor``: a process pool, ``dask.distributed.Client
+    .get_executor()``) spreads the sources over its workers, ``chunksize`` sources per task (default:
+    about four tasks per CPU of this machine), each task replayed on ``threads`` threads (default 1) there.
+    A partitioned directory is read by each worker, its own sources' files alone, where it lives (a path or
+    URI the workers can reach); any other trace is split here and each task's part sent along.
+
+    ``per_object=True`` keeps counts (and metrics) per involved object, ``metrics=True`` the metrics of
+    ``kubevents.lab`` (peak write rates over ``window`` seconds, 60 by default), whose memory grows with
+    the distinct (object, reason, message) of the trace. Per source, the result also breaks the load down by
+    source and by component (``Simulation.by_source()``, ``source_metrics()``, ...).
+
+    Example: ``kubevents.simulate(kubevents.traces.cluster_storm(nodes=20), metrics=True).by_component()``.
+    """
+    options: dict[str, Any] = {
+        "lru_cache_size": lru_cache_size, "burst": burst, "qps": qps, "max_events": max_events,
+        "max_interval": max_interval, "key_func": key_func, "message_func": message_func,
+        "spam_key_func": spam_key_func, "per_object": per_object, "metrics": metrics, "window": window,
+    }
+    if executor is not None:
+        if correlators != "per-source":
+            raise ValueError(f"an executor replays the sources apart: it needs correlators='per-source', "
+                             f"got {correlators!r}")
+        return _partitions.simulate_on(executor, trace, options, chunksize, threads)
+    if chunksize is not None:
+        raise ValueError("chunksize applies to a replay on an executor; pass executor= too")
+    if _partitions.is_partitioned(trace):
+        trace = _partitions.read(trace)
+    return _simulate(trace, correlators=correlators, threads=threads, **options)
 
 
 def sweep(
@@ -157,14 +266,19 @@ def sweep(
     progress: bool = True,
     window: float = DEFAULT_WINDOW,
     chunksize: int | None = None,
+    correlators: _Correlators = "per-source",
 ) -> SweepResult:
     """Replays ``trace`` once per combination of ``grid`` and returns one row per combination.
 
-    ``trace`` is a JSON Lines path, an iterable of records (read once, then kept in memory), or a table
-    (pyarrow, polars: see ``kubevents.traces``), read in place and shared by the threads. ``grid`` maps
-    option names (``GRID_OPTIONS``) to lists of values, or is a list of option dicts. A row holds every grid
-    option of its combination, then the ``metrics`` asked for (names from ``METRICS``), with peak rates over
-    windows of ``window`` seconds.
+    ``trace`` is a JSON Lines path, an iterable of records (read once, then kept in memory), a table
+    (pyarrow, polars: see ``kubevents.traces``), read in place and shared by the threads, or a directory of
+    Parquet partitioned by source (read whole). ``grid`` maps option names (``GRID_OPTIONS``) to lists of
+    values, or is a list of option dicts. A row holds every grid option of its combination, then the
+    ``metrics`` asked for (names from ``METRICS``), with peak rates over windows of ``window`` seconds.
+
+    Each replay gives every event source a correlator of its own under the combination's options, as if
+    every kubelet and controller of the cluster ran them (``correlators="per-source"``), or replays the
+    whole trace through one (``"shared"``); ``SweepResult.correlators`` says which.
 
     Without ``executor``, the replays run on ``workers`` native threads (default: one per core) with the GIL
     released. With ``executor``, the grid is split into chunks of ``chunksize`` combinations (default: about
@@ -185,7 +299,11 @@ def sweep(
         workers = _count_option(workers, "workers")
     if chunksize is not None:
         chunksize = _count_option(chunksize, "chunksize")
+    if correlators not in ("per-source", "shared"):
+        raise ValueError(f'correlators must be "per-source" or "shared", got {correlators!r}')
     keys = list(dict.fromkeys(k for c in combos for k in c))
+    if executor is None and _partitions.is_partitioned(trace):
+        trace = _partitions.read(trace)
 
     def row(combo: Mapping[str, float], result: Mapping[str, Any]) -> dict[str, Any]:
         r: dict[str, Any] = {k: combo.get(k) for k in keys}
@@ -197,13 +315,15 @@ def sweep(
         if executor is None:
             on_result: Callable[[int, Any], None] | None = (lambda i, m: bar.update(1)) if bar else None
             results: Sequence[Mapping[str, Any]] = replay_grid(trace, combos, window=window, workers=workers,
-                                                               on_result=on_result)
+                                                               on_result=on_result, correlators=correlators)
         else:
-            results = _sweep_on(executor, trace, combos, window, workers, chunksize, bar)
+            results = _sweep_on(executor, trace, combos, window, workers, chunksize, bar, correlators)
     finally:
         if bar is not None:
             bar.close()
-    return SweepResult(row(c, r) for c, r in zip(combos, results, strict=True))
+    out = SweepResult(row(c, r) for c, r in zip(combos, results, strict=True))
+    out.correlators = correlators
+    return out
 
 
 def _sweep_on(
@@ -214,6 +334,7 @@ def _sweep_on(
     workers: int | None,
     chunksize: int | None,
     bar: Any,
+    correlators: _Correlators,
 ) -> list[Any]:
     # Paths, workloads and kubectl traces travel small; other one-shot iterables must become lists to travel.
     # Tables (pyarrow, polars) travel as they are: both pickle their buffers.
@@ -227,7 +348,7 @@ def _sweep_on(
     futures: dict[Future[list[Any]], int] = {}
     try:
         for chunk in chunks:
-            futures[executor.submit(_run_chunk, trace, chunk, window, workers or 1)] = len(chunk)
+            futures[executor.submit(_run_chunk, trace, chunk, window, workers or 1, correlators)] = len(chunk)
         for f in as_completed(futures):
             f.result()  # the first failure ends the sweep
             if bar is not None:

@@ -20,6 +20,7 @@ replay), and ``TABLE_COLUMNS`` lists the columns (their types are in the docs of
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import heapq
 import json
 import os
@@ -27,37 +28,49 @@ import random
 import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from kubevents._tables import COLUMNS as TABLE_COLUMNS
-from kubevents._tables import read_parquet, scan_parquet, to_arrow, to_parquet, to_records
+from kubevents._tables import _pyarrow, read_parquet, scan_parquet, to_arrow, to_parquet, to_records
 
-__all__ = ["TABLE_COLUMNS", "kubelet_storm", "read_parquet", "scan_parquet", "to_arrow", "to_parquet", "to_records"]
+if TYPE_CHECKING:
+    import pyarrow
+
+__all__ = ["TABLE_COLUMNS", "cluster_storm", "kubelet_storm", "read_parquet", "scan_parquet", "to_arrow", "to_parquet",
+           "to_records"]
 
 _T0 = 1_767_225_600 * 10**9  # 2026-01-01T00:00:00Z
 _S = 10**9
 _NODE = "node-7"
 
 
+@functools.lru_cache(maxsize=4096)
+def _uid(path: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, path))
+
+
 def _record(t_ns: int, pod: tuple[str, str], reason: str, type_: str, message: str, *, container: str = "",
-            component: str = "kubelet") -> dict[str, Any]:
+            component: str = "kubelet", node: str = _NODE, kind: str = "Pod") -> dict[str, Any]:
     ns, name = pod
     return {
         "t_ns": t_ns,
         "source_component": component,
-        "source_host": _NODE if component == "kubelet" else "",
+        "source_host": node if component == "kubelet" else "",
         "involved": {
-            "kind": "Pod",
+            "kind": kind,
             "namespace": ns,
             "name": name,
-            "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"pod/{ns}/{name}")),
-            "api_version": "v1",
+            "uid": _uid(f"{kind.lower()}/{ns}/{name}"),
+            "api_version": "v1" if kind == "Pod" else _API_VERSIONS[kind],
             "field_path": f"spec.containers{{{container}}}" if container else "",
         },
         "type": type_,
         "reason": reason,
         "message": message,
     }
+
+
+_API_VERSIONS = {"ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1"}
 
 
 def kubelet_storm(seed: int = 7, minutes: int = 60) -> list[dict[str, Any]]:
@@ -69,9 +82,49 @@ def kubelet_storm(seed: int = 7, minutes: int = 60) -> list[dict[str, Any]]:
     which the correlator aggregates), and batch pods missing a dozen secrets (FailedMount per volume).
     Deterministic for a given seed; records are in time order.
     """
+    out = _node_storm(seed, minutes, _NODE, "", controllers=False)
+    out.sort(key=lambda r: r["t_ns"])
+    return out
+
+
+def cluster_storm(nodes: int = 200, *, seed: int = 7, minutes: int = 60, controllers: bool = True) -> pyarrow.Table:
+    """An hour of a cluster during an incident, as its API server's clients record it: ``kubelet_storm`` on
+    each of ``nodes`` nodes (``node-0``, ``node-1``, ...; node ``k`` with the seed ``seed + k`` and its own
+    pods, whose names end in ``-n<k>``), the scheduler's ``Scheduled`` events for all of them and, with
+    ``controllers``, the ``SuccessfulCreate`` events of the controllers that made the pods (the replica sets of
+    the crash-looping rollout and of the workers, shared by all nodes, and each node's export job).
+
+    About 7,000 events per node, so 1.4 million for the default 200 nodes: one source per kubelet, plus
+    ``default-scheduler``, ``replicaset-controller`` and ``job-controller``. The records of each node are those
+    of ``kubelet_storm(seed + k)`` (with the node's name and pods), merged in time order, ties in node order.
+    Returns a pyarrow ``Table`` with the columns of ``TABLE_COLUMNS`` (needs pyarrow), which ``simulate``
+    splits over threads by source; ``to_parquet`` or ``partition_by_source`` write it.
+    """
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise ValueError(f"nodes must be an int >= 1, got {nodes!r}")
+    if isinstance(minutes, bool) or not isinstance(minutes, int) or minutes < 1:
+        raise ValueError(f"minutes must be an int >= 1, got {minutes!r}")
+    pa = _pyarrow()
+    tables = []
+    for k in range(nodes):
+        records = _node_storm(seed + k, minutes, f"node-{k}", f"-n{k}", controllers=controllers)
+        records.sort(key=lambda r: r["t_ns"])
+        tables.append(to_arrow(records))
+    # Arrow's sort is stable: records of one time keep their node order.
+    return pa.concat_tables(tables, promote_options="default").sort_by("t_ns").combine_chunks()
+
+
+def _node_storm(seed: int, minutes: int, node: str, tag: str, *, controllers: bool) -> list[dict[str, Any]]:
+    """The records of ``kubelet_storm`` on ``node``, its pods' names ending in ``tag``; with ``controllers``,
+    also the events of the controllers that created the pods. Not sorted."""
     rng = random.Random(seed)
     end = _T0 + minutes * 60 * _S
     out: list[dict[str, Any]] = []
+
+    def created(t: float, owner: tuple[str, str], kind: str, component: str, message: str) -> None:
+        if controllers:
+            out.append(_record(at(t - 0.5), owner, "SuccessfulCreate", "Normal", message, component=component,
+                               kind=kind))
 
     def at(seconds: float) -> int:
         return _T0 + int(seconds * _S)
@@ -80,73 +133,83 @@ def kubelet_storm(seed: int = 7, minutes: int = 60) -> list[dict[str, Any]]:
         return base * (0.9 + 0.2 * rng.random())
 
     def start_pod(t: float, pod: tuple[str, str], image: str, container: str) -> float:
-        out.append(_record(at(t), pod, "Scheduled", "Normal", f"Successfully assigned {pod[0]}/{pod[1]} to {_NODE}",
+        out.append(_record(at(t), pod, "Scheduled", "Normal", f"Successfully assigned {pod[0]}/{pod[1]} to {node}",
                            component="default-scheduler"))
-        out.append(_record(at(t + 1), pod, "Pulling", "Normal", f'Pulling image "{image}"', container=container))
+        out.append(_record(at(t + 1), pod, "Pulling", "Normal", f'Pulling image "{image}"', container=container,
+                           node=node))
         return t + 1
+
+    def rec(t_ns: int, pod: tuple[str, str], reason: str, type_: str, message: str, *,
+            container: str = "") -> dict[str, Any]:
+        return _record(t_ns, pod, reason, type_, message, container=container, node=node)
 
     # A rollout whose new version crash-loops: restarts back off 10 s, 20 s, ... 300 s; every sync while
     # waiting reports BackOff.
     for i in range(6):
-        pod = ("shop", f"checkout-7d9f8c6b5-{i:02d}x{rng.randrange(100, 999)}")
+        pod = ("shop", f"checkout-7d9f8c6b5-{i:02d}x{rng.randrange(100, 999)}{tag}")
         image = "registry.corp/shop/checkout:v4.2.0"
-        t = start_pod(rng.uniform(0, 60), pod, image, "app")
-        out.append(_record(at(t + 3), pod, "Pulled", "Normal",
+        t0 = rng.uniform(0, 60)
+        created(t0, ("shop", "checkout-7d9f8c6b5"), "ReplicaSet", "replicaset-controller", f"Created pod: {pod[1]}")
+        t = start_pod(t0, pod, image, "app")
+        out.append(rec(at(t + 3), pod, "Pulled", "Normal",
                            f'Successfully pulled image "{image}" in 2.{rng.randrange(10, 99)}s', container="app"))
         delay, restarts = 10.0, 0
         t += 4
         while at(t) < end:
-            out.append(_record(at(t), pod, "Created", "Normal", "Created container app", container="app"))
-            out.append(_record(at(t + 0.2), pod, "Started", "Normal", "Started container app", container="app"))
+            out.append(rec(at(t), pod, "Created", "Normal", "Created container app", container="app"))
+            out.append(rec(at(t + 0.2), pod, "Started", "Normal", "Started container app", container="app"))
             t += jitter(3)  # the process dies after a few seconds
             restarts += 1
             wake = t + delay
             while t < wake and at(t) < end:
-                out.append(_record(at(t), pod, "BackOff", "Warning",
+                out.append(rec(at(t), pod, "BackOff", "Warning",
                                    f"Back-off restarting failed container app in pod {pod[1]}_{pod[0]}({pod[1][-6:]})",
                                    container="app"))
                 t += jitter(10)
             t = wake
             if at(t) < end:
-                out.append(_record(at(t), pod, "Pulled", "Normal",
+                out.append(rec(at(t), pod, "Pulled", "Normal",
                                    f'Container image "{image}" already present on machine', container="app"))
             delay = min(delay * 2, 300.0)
 
     # Pods pinned to an image tag that was never pushed.
     for i in range(4):
-        pod = ("reports", f"reports-worker-{i}")
+        pod = ("reports", f"reports-worker-{i}{tag}")
         image = "registry.corp/reports/worker:v2.3.1"
-        t = start_pod(rng.uniform(0, 120), pod, image, "worker")
+        t0 = rng.uniform(0, 120)
+        created(t0, ("reports", "reports-worker-5c8d7"), "ReplicaSet", "replicaset-controller",
+                f"Created pod: {pod[1]}")
+        t = start_pod(t0, pod, image, "worker")
         delay = 10.0
         while at(t) < end:
-            out.append(_record(at(t), pod, "Failed", "Warning",
+            out.append(rec(at(t), pod, "Failed", "Warning",
                                f'Failed to pull image "{image}": rpc error: code = NotFound desc = failed to pull and '
                                f'unpack image "{image}": not found', container="worker"))
-            out.append(_record(at(t + 0.01), pod, "Failed", "Warning", "Error: ErrImagePull", container="worker"))
+            out.append(rec(at(t + 0.01), pod, "Failed", "Warning", "Error: ErrImagePull", container="worker"))
             wake = t + delay
             t += 1
             while t < wake and at(t) < end:
-                out.append(_record(at(t), pod, "BackOff", "Normal", f'Back-off pulling image "{image}"',
+                out.append(rec(at(t), pod, "BackOff", "Normal", f'Back-off pulling image "{image}"',
                                    container="worker"))
-                out.append(_record(at(t + 0.01), pod, "Failed", "Warning", "Error: ImagePullBackOff",
+                out.append(rec(at(t + 0.01), pod, "Failed", "Warning", "Error: ImagePullBackOff",
                                    container="worker"))
                 t += jitter(15)
             t = wake
-            out.append(_record(at(t), pod, "Pulling", "Normal", f'Pulling image "{image}"', container="worker"))
+            out.append(rec(at(t), pod, "Pulling", "Normal", f'Pulling image "{image}"', container="worker"))
             delay = min(delay * 2, 300.0)
 
     # A search cluster degrading: the probe output (shard counts, latency) changes on every failure.
     for i in range(3):
-        pod = ("search", f"search-data-{i}")
+        pod = ("search", f"search-data-{i}{tag}")
         t = rng.uniform(300, 600)
         unassigned = rng.randrange(20, 40)
         while at(t) < end:
             unassigned = max(0, unassigned + rng.choice((-2, -1, 0, 1, 2, 3)))
             message = (f'Readiness probe failed: {{"cluster":"search","status":"red",'
                        f'"unassigned_shards":{unassigned},"took_ms":{rng.randrange(900, 3000)}}}')
-            out.append(_record(at(t), pod, "Unhealthy", "Warning", message, container="elasticsearch"))
+            out.append(rec(at(t), pod, "Unhealthy", "Warning", message, container="elasticsearch"))
             if rng.random() < 0.2:
-                out.append(_record(at(t + 0.5), pod, "Unhealthy", "Warning",
+                out.append(rec(at(t + 0.5), pod, "Unhealthy", "Warning",
                                    f'Liveness probe failed: Get "http://10.4.7.{20 + i}:9200/_cluster/health": '
                                    'context deadline exceeded (Client.Timeout exceeded while awaiting headers)',
                                    container="elasticsearch"))
@@ -154,20 +217,20 @@ def kubelet_storm(seed: int = 7, minutes: int = 60) -> list[dict[str, Any]]:
 
     # Batch pods whose secrets were deleted: every mount retry reports each missing volume.
     for i in range(3):
-        pod = ("batch", f"nightly-export-{i}")
+        pod = ("batch", f"nightly-export-{i}{tag}")
         t = rng.uniform(0, 300)
-        out.append(_record(at(t), pod, "Scheduled", "Normal", f"Successfully assigned batch/{pod[1]} to {_NODE}",
+        created(t, ("batch", f"nightly-export{tag}"), "Job", "job-controller", f"Created pod: {pod[1]}")
+        out.append(_record(at(t), pod, "Scheduled", "Normal", f"Successfully assigned batch/{pod[1]} to {node}",
                            component="default-scheduler"))
         retry = 0.5
         while at(t) < end:
             for v in range(12):
-                out.append(_record(at(t + v * 0.01), pod, "FailedMount", "Warning",
+                out.append(rec(at(t + v * 0.01), pod, "FailedMount", "Warning",
                                    f'MountVolume.SetUp failed for volume "creds-{v}" : secret "export-creds-{v}" '
                                    "not found"))
             t += retry
             retry = min(retry * 2, 122.0)
 
-    out.sort(key=lambda r: r["t_ns"])
     return out
 
 
@@ -556,3 +619,10 @@ def from_kubectl(path_or_obj: str | os.PathLike[str] | Mapping[str, Any] | list[
     else:
         raise TypeError(f"expected a path, a List object or a list of Events, got {type(obj).__name__}")
     return KubectlTrace([_occurrences(item, f"items[{i}]") for i, item in enumerate(items)])
+
+
+# --- Traces partitioned by source (kubevents._partitions) -------------------------------------------------------
+
+from kubevents._partitions import partition_by_source  # noqa: E402
+
+__all__ += ["partition_by_source"]

@@ -44,6 +44,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(correlator::make_event, m)?)?;
     m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
     options::register(m)?;
+    m.add_function(wrap_pyfunction!(sim::_replay_sources, m)?)?;
+    m.add_function(wrap_pyfunction!(sim::_merge_sources, m)?)?;
+    m.add_function(wrap_pyfunction!(sim::_split_sources, m)?)?;
     // -- recording pipeline --
     m.add_class::<broadcaster::PyBroadcaster>()?;
     m.add_class::<broadcaster::PyRecorder>()?;

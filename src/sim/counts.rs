@@ -1,6 +1,6 @@
 //! What a replay counts: what each record became at the API server, overall and per involved object.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What reached the API server for one input event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -24,7 +24,7 @@ impl Action {
 
 /// The counts of a replay or of one object. `creates + patches + skips == events`; `aggregated` counts the
 /// events the aggregator replaced by a "(combined from similar events)" event, whether written or skipped.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Totals {
     pub events: u64,
     pub creates: u64,
@@ -36,6 +36,14 @@ pub struct Totals {
 impl Totals {
     pub fn writes(&self) -> u64 {
         self.creates + self.patches
+    }
+
+    pub fn add(&mut self, o: &Totals) {
+        self.events += o.events;
+        self.creates += o.creates;
+        self.patches += o.patches;
+        self.skips += o.skips;
+        self.aggregated += o.aggregated;
     }
 
     pub fn count(&mut self, action: Action, aggregated: bool) {

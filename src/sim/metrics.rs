@@ -11,6 +11,9 @@
 //!   occurrence has delay 0 (the replay's sink answers at once). Occurrences whose event is never written again
 //!   are `unreported`.
 //! * Peak writes: the most writes within any window of `window_ns` (both ends included), overall and per object.
+//! * Write rates: the writes in each window of `window_ns` from the epoch on (`[k w, (k + 1) w)`), over the
+//!   windows from the first occurrence's to the last one's, empty ones included; the 50th, 90th and 99th
+//!   percentiles (nearest rank) of those counts, per second. Overall only.
 //!
 //! Memory grows with the distinct values, not with the occurrences: an exact count of the distinct (object,
 //! reason, message) needs each of them kept, the peak per object each object's window, and the delays each
@@ -18,13 +21,13 @@
 //! per-object metrics, when kept, add a summary per object (figures in BENCHMARKS.md).
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash, Hasher};
 
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::counts::{Action, ObjectKey, Totals};
 
@@ -36,7 +39,7 @@ pub const DEFAULT_WINDOW_NS: i64 = 60_000_000_000;
 
 /// The metrics of a replay, overall or of one object: its counts (kept by the replay) and what `Metrics`
 /// adds to them.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub totals: Totals,
     pub messages: u64,
@@ -52,9 +55,26 @@ pub struct Summary {
     /// Overall: the largest per-object peak. Of one object: its own peak.
     pub peak_object_writes: u64,
     pub max_count: i32,
+    /// Overall: the 50th, 90th and 99th percentiles of the writes per window (`Rates`).
+    pub window_writes: [u64; 3],
 }
 
 impl Summary {
+    /// Adds the counts of another replay's metrics (of other sources: their distinct values are their own)
+    /// and keeps the larger maxima; the peaks and rates are left alone, as they do not add up.
+    pub fn add(&mut self, o: &Summary) {
+        self.totals.add(&o.totals);
+        self.messages += o.messages;
+        self.messages_kept += o.messages_kept;
+        self.reasons += o.reasons;
+        self.reasons_kept += o.reasons_kept;
+        self.delayed += o.delayed;
+        self.unreported += o.unreported;
+        self.delay_sum_ns += o.delay_sum_ns;
+        self.max_delay_ns = self.max_delay_ns.max(o.max_delay_ns);
+        self.max_count = self.max_count.max(o.max_count);
+    }
+
     pub fn writes(&self) -> u64 {
         self.totals.writes()
     }
@@ -110,6 +130,9 @@ impl Summary {
             max_delay_s: self.max_delay_ns as f64 / 1e9,
             peak_writes: self.peak_writes,
             peak_write_rate: self.peak_writes as f64 / window_s,
+            p50_write_rate: overall.then(|| self.window_writes[0] as f64 / window_s),
+            p90_write_rate: overall.then(|| self.window_writes[1] as f64 / window_s),
+            p99_write_rate: overall.then(|| self.window_writes[2] as f64 / window_s),
             peak_object_writes: overall.then_some(self.peak_object_writes),
             peak_object_write_rate: overall.then(|| self.peak_object_writes as f64 / window_s),
             max_count: self.max_count,
@@ -139,6 +162,12 @@ pub struct SummaryRow {
     pub max_delay_s: f64,
     pub peak_writes: u64,
     pub peak_write_rate: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_write_rate: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p90_write_rate: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_write_rate: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_object_writes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -183,6 +212,79 @@ impl Window {
         self.times.push_back(t);
         self.peak = self.peak.max(self.times.len() as u64);
     }
+}
+
+/// The writes in each window of a fixed grid (`[k w, (k + 1) w)`), and the first and last time seen: what the
+/// percentiles of the write rate need, and all that the replays of several sources add up.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rates {
+    /// Window index -> writes, for the windows with writes.
+    windows: BTreeMap<i64, u64>,
+    /// The window being counted (writes mostly come in time order): index and writes so far.
+    current: Option<(i64, u64)>,
+    /// The first and last time seen, written or not.
+    span: Option<(i64, i64)>,
+}
+
+impl Rates {
+    fn seen(&mut self, t: i64) {
+        self.span = Some(self.span.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
+    }
+
+    fn write(&mut self, t: i64, width: i64) {
+        let k = t.div_euclid(width);
+        match &mut self.current {
+            Some((i, n)) if *i == k => *n += 1,
+            current => {
+                if let Some((i, n)) = current.replace((k, 1)) {
+                    *self.windows.entry(i).or_default() += n;
+                }
+            }
+        }
+    }
+
+    /// Adds another's windows and span to these.
+    pub fn add(&mut self, other: &Rates) {
+        let windows = other.windows.iter().map(|(&k, &n)| (k, n));
+        for (k, n) in windows.chain(other.current) {
+            *self.windows.entry(k).or_default() += n;
+        }
+        if let Some((a, b)) = other.span {
+            self.seen(a);
+            self.seen(b);
+        }
+    }
+
+    /// The 50th, 90th and 99th percentiles (nearest rank) of the writes per window, empty windows included,
+    /// over the windows from the first time seen to the last.
+    pub fn percentiles(&self, width: i64) -> [u64; 3] {
+        let Some((first, last)) = self.span else { return [0; 3] };
+        let mut counts: BTreeMap<i64, u64> = self.windows.clone();
+        if let Some((k, n)) = self.current {
+            *counts.entry(k).or_default() += n;
+        }
+        let (lo, hi) = (first.div_euclid(width), last.div_euclid(width));
+        let mut busy: Vec<u64> = counts.range(lo..=hi).map(|(_, &n)| n).filter(|&n| n > 0).collect();
+        busy.sort_unstable();
+        // Windows without writes hold the lowest ranks.
+        let all = (i128::from(hi) - i128::from(lo) + 1).max(busy.len() as i128);
+        let empty = all - busy.len() as i128;
+        [50i128, 90, 99].map(|p| {
+            let rank = ((p * all + 99) / 100).max(1);
+            if rank <= empty {
+                0
+            } else {
+                busy[(rank - empty - 1) as usize]
+            }
+        })
+    }
+}
+
+/// Each write's time and object id, in replay order: what the peaks of several sources' replays merged need.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WriteLog {
+    pub times: Vec<i64>,
+    pub objects: Vec<u32>,
 }
 
 /// What the overall metrics need of each object.
@@ -230,6 +332,13 @@ impl Interner {
     }
 }
 
+/// An object's kind, namespace and name from its bytes (each part followed by `SEP`).
+fn object_key(bytes: &[u8]) -> ObjectKey {
+    let mut parts = bytes.split(|&b| b == SEP);
+    let mut part = || String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned();
+    (part(), part(), part())
+}
+
 fn string<'a>(bytes: &'a [u8], ends: &[usize], id: u32) -> &'a [u8] {
     let i = id as usize;
     &bytes[if i == 0 { 0 } else { ends[i - 1] }..ends[i]]
@@ -269,6 +378,9 @@ pub struct Metrics {
     pending: HashMap<Box<[u8]>, (u32, UnreportedRun), RandomState>,
     overall: Summary,
     window: Window,
+    rates: Rates,
+    /// Kept for replays that are merged with others (one per source).
+    log: Option<WriteLog>,
     key: Vec<u8>,
 }
 
@@ -302,8 +414,17 @@ impl Metrics {
             pending: HashMap::default(),
             overall: Summary::default(),
             window: Window::default(),
+            rates: Rates::default(),
+            log: None,
             key: Vec::with_capacity(256),
         }
+    }
+
+    /// Also keeps each write's time and object (`WriteLog`), 12 bytes a write, so that the peaks of this
+    /// replay merged with others' can be found (`Metrics::into_part`).
+    pub fn with_write_log(mut self) -> Self {
+        self.log = Some(WriteLog::default());
+        self
     }
 
     pub fn window_ns(&self) -> i64 {
@@ -378,9 +499,15 @@ impl Metrics {
                 s.max_delay_ns = s.max_delay_ns.max(o.t_ns - p.min_t);
             }
         }
+        self.rates.seen(o.t_ns);
         if written {
             self.window.push(o.t_ns, self.window_ns);
             object.window.push(o.t_ns, self.window_ns);
+            self.rates.write(o.t_ns, self.window_ns);
+            if let Some(log) = self.log.as_mut() {
+                log.times.push(o.t_ns);
+                log.objects.push(id);
+            }
         }
     }
 
@@ -391,19 +518,20 @@ impl Metrics {
         s.unreported = self.pending.values().map(|(_, p)| p.n).sum();
         s.peak_writes = self.window.peak;
         s.peak_object_writes = self.objects.iter().map(|o| o.window.peak).max().unwrap_or(0);
+        s.window_writes = self.rates.percentiles(self.window_ns);
         s
+    }
+
+    /// Each object's kind, namespace and name, by id.
+    fn object_key(&self, id: usize) -> ObjectKey {
+        object_key(self.object_ids.get(id as u32))
     }
 
     /// The metrics of each object, in the order the objects first appeared, with their counts from `totals`;
     /// None unless made `per_object`.
     pub fn objects(&self, totals: impl Fn(&ObjectKey) -> Totals) -> Option<Vec<(ObjectKey, Summary)>> {
         let summaries = self.object_summaries.as_ref()?;
-        let key = |id: usize| -> ObjectKey {
-            let mut parts = self.object_ids.get(id as u32).split(|&b| b == SEP);
-            let mut part = || String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned();
-            (part(), part(), part())
-        };
-        let keys = (0..self.objects.len()).map(key);
+        let keys = (0..self.objects.len()).map(|id| self.object_key(id));
         let mut unreported = vec![0u64; self.objects.len()];
         for (object, p) in self.pending.values() {
             unreported[*object as usize] += p.n;
@@ -422,6 +550,110 @@ impl Metrics {
                 .collect(),
         )
     }
+}
+
+/// One replay's metrics as a merge with other replays (of other sources) needs them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MetricsPart {
+    /// The replay's own metrics, counts included.
+    pub summary: Summary,
+    /// The objects by id (in the order they first appeared): each one's kind, namespace and name, each
+    /// followed by `SEP`, end to end, and where each one ends.
+    pub object_bytes: Vec<u8>,
+    pub object_ends: Vec<usize>,
+    /// Each object's own metrics, by id, counts included; when kept.
+    pub object_summaries: Option<Vec<Summary>>,
+    pub log: WriteLog,
+    pub rates: Rates,
+}
+
+impl Metrics {
+    /// The metrics for a merge with other replays' (`merge`); `totals` are the replay's counts, overall and
+    /// per object. Needs `with_write_log`, else the merged peaks miss this replay's writes.
+    pub fn into_part(mut self, totals: Totals, object_totals: impl Fn(&ObjectKey) -> Totals) -> MetricsPart {
+        let summary = self.summary(totals);
+        let object_summaries = self.objects(object_totals).map(|v| v.into_iter().map(|(_, s)| s).collect());
+        if let Some((k, n)) = self.rates.current.take() {
+            *self.rates.windows.entry(k).or_default() += n;
+        }
+        MetricsPart {
+            summary,
+            object_bytes: std::mem::take(&mut self.object_ids.bytes),
+            object_ends: std::mem::take(&mut self.object_ids.ends),
+            object_summaries,
+            log: self.log.take().unwrap_or_default(),
+            rates: self.rates,
+        }
+    }
+}
+
+/// The metrics of several replays taken together, as one API server sees the writes of its clients: counts
+/// added, maxima kept, the peaks found again over all the writes in time order, the rates over all windows.
+/// Each object's metrics too when every part kept them, in the order the objects first appear.
+pub fn merge(parts: &[&MetricsPart], window_ns: i64) -> (Summary, Option<Vec<(ObjectKey, Summary)>>) {
+    let window_ns = window_ns.max(1);
+    let mut overall = Summary::default();
+    let mut rates = Rates::default();
+    let mut ids: HashMap<&[u8], u32, RandomState> = HashMap::default();
+    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut local_to_global: Vec<Vec<u32>> = Vec::with_capacity(parts.len());
+    for part in parts {
+        overall.add(&part.summary);
+        rates.add(&part.rates);
+        let names = (0..part.object_ends.len()).map(|i| string(&part.object_bytes, &part.object_ends, i as u32));
+        local_to_global.push(
+            names
+                .map(|k| {
+                    *ids.entry(k).or_insert_with(|| {
+                        keys.push(k);
+                        keys.len() as u32 - 1
+                    })
+                })
+                .collect(),
+        );
+    }
+    drop(ids);
+    let mut summaries =
+        parts.iter().all(|p| p.object_summaries.is_some()).then(|| vec![Summary::default(); keys.len()]);
+    if let Some(summaries) = summaries.as_mut() {
+        for (part, ids) in parts.iter().zip(&local_to_global) {
+            for (s, &id) in part.object_summaries.iter().flatten().zip(ids) {
+                summaries[id as usize].add(s);
+            }
+        }
+    }
+    // The writes of all parts in time order (ties in part order): a k-way merge of the logs.
+    let mut window = Window::default();
+    let mut windows: Vec<Window> = (0..keys.len()).map(|_| Window::default()).collect();
+    let mut heads: std::collections::BinaryHeap<std::cmp::Reverse<(i64, usize, usize)>> = parts
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !p.log.times.is_empty())
+        .map(|(i, p)| std::cmp::Reverse((p.log.times[0], i, 0)))
+        .collect();
+    while let Some(std::cmp::Reverse((t, i, at))) = heads.pop() {
+        let log = &parts[i].log;
+        window.push(t, window_ns);
+        windows[local_to_global[i][log.objects[at] as usize] as usize].push(t, window_ns);
+        if let Some(&next) = log.times.get(at + 1) {
+            heads.push(std::cmp::Reverse((next, i, at + 1)));
+        }
+    }
+    overall.peak_writes = window.peak;
+    overall.peak_object_writes = windows.iter().map(|w| w.peak).max().unwrap_or(0);
+    overall.window_writes = rates.percentiles(window_ns);
+    let objects = summaries.map(|summaries| {
+        keys.iter()
+            .zip(summaries)
+            .zip(&windows)
+            .map(|((k, mut s), w)| {
+                s.peak_writes = w.peak;
+                s.peak_object_writes = w.peak;
+                (object_key(k), s)
+            })
+            .collect()
+    });
+    (overall, objects)
 }
 
 /// Notes a key as seen, and as kept when `kept`; returns (first seen, first kept).
@@ -599,6 +831,29 @@ mod tests {
             (overall["write_reduction"].as_f64(), overall["peak_object_write_rate"].as_f64()),
             (Some(0.5), Some(0.1))
         );
+    }
+
+    #[test]
+    fn rates_are_percentiles_of_the_writes_per_window_empty_ones_included() {
+        let mut r = Rates::default();
+        // Windows of 10: [0, 10) holds 3 writes, [20, 30) 1, [40, 50) 6; [10, 20) and [30, 40) none, and the
+        // last occurrence (t = 95) makes [50, 100) count as empty windows too.
+        for t in [0, 1, 9, 25, 40, 41, 42, 43, 44, 49] {
+            r.seen(t);
+            r.write(t, 10);
+        }
+        r.seen(95);
+        // Ten windows: 0, 0, 0, 0, 0, 0, 0, 1, 3, 6 sorted; ranks 5, 9 and 10.
+        assert_eq!(r.percentiles(10), [0, 3, 6]);
+        let mut two = Rates::default();
+        two.add(&r);
+        two.add(&r);
+        assert_eq!(two.percentiles(10), [0, 6, 12]);
+        assert_eq!(Rates::default().percentiles(10), [0, 0, 0]);
+        let mut one = Rates::default();
+        one.seen(-5);
+        one.write(-5, 10);
+        assert_eq!(one.percentiles(10), [1, 1, 1]);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! lastTimestamp and message, and the correlator sends the current value of each. UUID fallback names come
 //! from a seeded generator, so a replay is the same every time.
 
+pub mod cluster;
 mod counts;
 pub mod metrics;
 pub mod records;
@@ -18,7 +19,7 @@ pub mod trace;
 
 pub use counts::{Action, ObjectKey, ObjectTotals, Totals};
 pub use metrics::{Metrics, Summary};
-pub use simulator::{Report, Simulator, Step, UUID_SEED};
+pub use simulator::{Part, Replay, Report, Simulator, Step, UUID_SEED};
 pub use trace::{InvolvedRecord, JsonLines, Record};
 
 #[cfg(test)]

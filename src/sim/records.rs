@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex, TryLockError};
 
 use serde::Serialize;
 
+use super::cluster::Replayer;
 use super::counts::Action;
-use super::simulator::{Simulator, Step};
-use super::table::{DecisionColumns, Table};
+use super::simulator::{Replay, Simulator, Step};
+use super::table::{BatchBuilder, DecisionColumns, Table};
 use super::trace::{JsonLines, Record};
 use crate::error::{Error, Result};
 use crate::sync::lock;
@@ -39,9 +40,9 @@ impl Records {
 
     /// Replays the next `BATCH` records, or the rest, through `sim`, handing each step to `each`; false once
     /// the trace has ended.
-    fn step_batch(
+    fn step_batch<R: Replay>(
         &mut self,
-        sim: &mut Simulator,
+        sim: &mut R,
         batch: &mut Vec<Record<'static>>,
         mut each: impl FnMut(Step, &Simulator),
     ) -> Result<bool> {
@@ -49,7 +50,7 @@ impl Records {
             Records::File(lines) => {
                 for _ in 0..BATCH {
                     let Some(record) = lines.next_record() else { return Ok(false) };
-                    let step = sim.step(&record?)?;
+                    let (step, sim) = sim.replay(&record?)?;
                     each(step, sim);
                 }
                 Ok(true)
@@ -58,7 +59,7 @@ impl Records {
                 batch.clear();
                 next(batch)?;
                 for record in batch.iter() {
-                    let step = sim.step(record)?;
+                    let (step, sim) = sim.replay(record)?;
                     each(step, sim);
                 }
                 Ok(batch.len() == BATCH)
@@ -70,7 +71,8 @@ impl Records {
                     let view = table.view(*at_batch);
                     while *at_row < view.rows() && left > 0 {
                         view.fill(*at_row, &mut record)?;
-                        each(sim.step(&record)?, sim);
+                        let (step, sim) = sim.replay(&record)?;
+                        each(step, sim);
                         *at_row += 1;
                         left -= 1;
                     }
@@ -85,16 +87,58 @@ impl Records {
     }
 
     /// Replays the whole trace through `sim`.
-    pub fn run(&mut self, sim: &mut Simulator) -> Result<()> {
+    pub fn run<R: Replay>(&mut self, sim: &mut R) -> Result<()> {
         if let Records::File(lines) = self {
-            return sim.run_jsonl(lines).map(drop);
+            while let Some(record) = lines.next_record() {
+                sim.replay(&record?)?;
+            }
+            return Ok(());
         }
         if let Records::Table(table, 0, 0) = self {
-            return table.each(|r| sim.step(r).map(|_| true));
+            return table.each(|r| sim.replay(r).map(|_| true));
         }
         let mut batch = Vec::with_capacity(BATCH);
         while self.step_batch(sim, &mut batch, |_, _| {})? {}
         Ok(())
+    }
+
+    /// The trace as a table (in batches of up to 65,536 rows; a table stays as it is), for replays that split
+    /// it: its columns take less memory than records.
+    pub fn into_table(self) -> Result<Arc<Table>> {
+        const ROWS: usize = 1 << 16;
+        let mut builder = BatchBuilder::default();
+        let mut batches = Vec::new();
+        let mut flush = |b: &mut BatchBuilder, at_least: usize| {
+            if b.rows() >= at_least.max(1) {
+                batches.push(b.finish(true));
+            }
+        };
+        match self {
+            Records::Table(table, ..) => return Ok(table),
+            Records::File(mut lines) => {
+                while let Some(r) = lines.next_record() {
+                    builder.push(&r?);
+                    flush(&mut builder, ROWS);
+                }
+            }
+            Records::Batches(mut next) => {
+                let mut batch = Vec::with_capacity(BATCH);
+                loop {
+                    batch.clear();
+                    next(&mut batch)?;
+                    for r in &batch {
+                        builder.push(r);
+                    }
+                    flush(&mut builder, ROWS);
+                    if batch.len() < BATCH {
+                        break;
+                    }
+                }
+            }
+        }
+        flush(&mut builder, 1);
+        let schema = BatchBuilder::default().finish(true).schema();
+        Ok(Arc::new(Table::new(&schema, batches)?))
     }
 
     /// Every record, for replays that go over the trace many times (sweeps).
@@ -123,7 +167,7 @@ impl Records {
 }
 
 /// What one input event became, as `Simulation.decisions()` yields it. `name`, `count`, `message` and
-/// `patch` are None for a skip, `patch` also for a create.
+/// `patch` are None for a skip, `patch` also for a create; the source is the input event's.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Decision {
     pub index: u64,
@@ -132,6 +176,8 @@ pub struct Decision {
     pub count: Option<i32>,
     pub message: Option<String>,
     pub patch: Option<String>,
+    pub source_component: String,
+    pub source_host: String,
 }
 
 impl Decision {
@@ -143,6 +189,7 @@ impl Decision {
                 (Some(e.metadata.name.clone()), Some(e.count), Some(e.message.clone()))
             }
         };
+        let source = &sim.event().source;
         Decision {
             index: step.index,
             action: step.action,
@@ -150,13 +197,15 @@ impl Decision {
             count,
             message,
             patch: sim.patch().map(|p| String::from_utf8_lossy(p).into_owned()),
+            source_component: source.component.clone(),
+            source_host: source.host.clone(),
         }
     }
 }
 
 /// The decisions of a replay, computed a batch at a time.
 pub struct Decisions {
-    sim: Simulator,
+    sim: Replayer,
     records: Records,
     batch: Vec<Record<'static>>,
     ready: VecDeque<Decision>,
@@ -164,8 +213,8 @@ pub struct Decisions {
 }
 
 impl Decisions {
-    pub fn new(sim: Simulator, records: Records) -> Self {
-        Decisions { sim, records, batch: Vec::new(), ready: VecDeque::new(), done: false }
+    pub fn new(sim: impl Into<Replayer>, records: Records) -> Self {
+        Decisions { sim: sim.into(), records, batch: Vec::new(), ready: VecDeque::new(), done: false }
     }
 
     /// The next decision if it is computed already; `next()` computes more.
@@ -181,7 +230,7 @@ impl Decisions {
                 (Some(n), Some(c), Some(m)) => Some((n.as_str(), c, m.as_str())),
                 _ => None,
             };
-            cols.push(d.index, d.action, event, d.patch.as_deref());
+            cols.push(d.index, d.action, event, d.patch.as_deref(), (&d.source_component, &d.source_host));
         }
         let Decisions { sim, records, batch, done, .. } = self;
         while !*done {

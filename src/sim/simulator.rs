@@ -4,8 +4,11 @@ use std::collections::HashMap;
 use std::io::BufRead;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
+use super::cluster::{Correlators, SourceSummaryRow, SourceTotals};
 use super::counts::{busiest_first, Action, ObjectKey, ObjectTotals, Totals};
-use super::metrics::{self, Metrics, ObjectSummaryRow, SummaryRow};
+use super::metrics::{self, Metrics, MetricsPart, ObjectSummaryRow, SummaryRow};
 use super::trace::{JsonLines, Record};
 use crate::clock::FakeClock;
 use crate::correlator::{CorrelatorOptions, EventCorrelator, KeyFuncs};
@@ -35,10 +38,33 @@ pub struct Simulator {
     patched: bool,
 }
 
+/// Replays records one at a time: one `Simulator`, or several (one per source).
+pub trait Replay {
+    /// Replays one record; returns its step and the simulator that replayed it.
+    fn replay(&mut self, r: &Record<'_>) -> Result<(Step, &Simulator)>;
+}
+
+impl Replay for Simulator {
+    fn replay(&mut self, r: &Record<'_>) -> Result<(Step, &Simulator)> {
+        let step = self.step(r)?;
+        Ok((step, self))
+    }
+}
+
+/// A replay's counts and metrics, as a merge with other replays needs them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    pub totals: Totals,
+    /// With `track_objects`.
+    pub objects: Option<HashMap<ObjectKey, Totals>>,
+    pub metrics: Option<MetricsPart>,
+}
+
 /// Seed of the UUID fallback names in replays.
 pub const UUID_SEED: u64 = 0x6b75_6265_7665_6e74;
 
-/// What `kubevents.Simulation` shows of a replay; the per-object lists are most API writes first.
+/// What `kubevents.Simulation` shows of a replay; the per-object, per-source and per-component lists are most
+/// API writes first.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
     pub totals: Totals,
@@ -48,9 +74,72 @@ pub struct Report {
     pub metrics: Option<SummaryRow>,
     /// With metrics and `track_objects`.
     pub object_metrics: Option<Vec<ObjectSummaryRow>>,
+    pub correlators: Correlators,
+    /// Each source's counts (empty for a replay of one `Simulator`, which sees no sources apart).
+    pub sources: Vec<SourceTotals>,
+    pub components: Vec<SourceTotals>,
+    /// With metrics, of a replay with one correlator per source.
+    pub source_metrics: Option<Vec<SourceSummaryRow>>,
+    pub component_metrics: Option<Vec<SourceSummaryRow>>,
 }
 
 impl Report {
+    /// A report of these counts and metrics (with windows of `window_ns`), and no sources.
+    pub fn new(
+        totals: Totals,
+        objects: Option<&HashMap<ObjectKey, Totals>>,
+        summary: Option<metrics::Summary>,
+        object_summaries: Option<Vec<(ObjectKey, metrics::Summary)>>,
+        window_ns: i64,
+    ) -> Report {
+        let objects = objects.map(|objects| {
+            let mut v: Vec<_> = objects.iter().collect();
+            v.sort_by(|a, b| busiest_first(*a, *b));
+            v.into_iter().map(|(k, t)| ObjectTotals::new(k.clone(), t)).collect()
+        });
+        let object_metrics = object_summaries.map(|mut v| {
+            v.sort_by(|a, b| busiest_first((&a.0, &a.1.totals), (&b.0, &b.1.totals)));
+            let row = |((kind, namespace, name), s): (ObjectKey, metrics::Summary)| ObjectSummaryRow {
+                kind,
+                namespace,
+                name,
+                summary: s.row(window_ns, false),
+            };
+            v.into_iter().map(row).collect()
+        });
+        Report {
+            totals,
+            objects,
+            metrics: summary.map(|s| s.row(window_ns, true)),
+            object_metrics,
+            correlators: Correlators::Shared,
+            sources: Vec::new(),
+            components: Vec::new(),
+            source_metrics: None,
+            component_metrics: None,
+        }
+    }
+
+    /// The `n` sources (or components) with the most API writes, all for None.
+    pub fn top_sources(&self, components: bool, n: Option<usize>) -> &[SourceTotals] {
+        let rows = if components { &self.components } else { &self.sources };
+        &rows[..n.unwrap_or(usize::MAX).min(rows.len())]
+    }
+
+    /// The metrics of the `n` sources (or components) with the most API writes, all for None; needs
+    /// metrics and one correlator per source.
+    pub fn source_metrics(&self, components: bool, n: Option<usize>) -> Result<&[SourceSummaryRow]> {
+        self.metrics()?;
+        let rows = if components { &self.component_metrics } else { &self.source_metrics };
+        let rows = rows.as_deref().ok_or_else(|| {
+            Error::type_(
+                "",
+                "metrics by source need one correlator per source: call simulate(..., correlators=\"per-source\")",
+            )
+        })?;
+        Ok(&rows[..n.unwrap_or(usize::MAX).min(rows.len())])
+    }
+
     /// The `n` objects with the most API writes; needs `track_objects`.
     pub fn top_objects(&self, n: usize) -> Result<&[ObjectTotals]> {
         let objects = self
@@ -102,6 +191,23 @@ impl Simulator {
     pub fn with_metrics(mut self, window_ns: i64) -> Self {
         self.metrics = Some(Metrics::new(window_ns, self.objects.is_some()));
         self
+    }
+
+    /// With metrics, also keeps each write's time and object, for a merge of this replay's metrics with
+    /// others' (`into_part`).
+    pub fn with_write_log(mut self) -> Self {
+        self.metrics = self.metrics.map(Metrics::with_write_log);
+        self
+    }
+
+    /// What the replay found, as a merge with other replays (one per source) needs it.
+    pub fn into_part(self) -> Part {
+        let Simulator { totals, objects, metrics, .. } = self;
+        let metrics = metrics.map(|m| {
+            let per_object = |k: &ObjectKey| objects.as_ref().and_then(|o| o.get(k)).copied().unwrap_or_default();
+            m.into_part(totals, per_object)
+        });
+        Part { totals, objects, metrics }
     }
 
     /// The metrics so far, if collected.
@@ -187,25 +293,12 @@ impl Simulator {
 
     /// What the replay found so far.
     pub fn report(&self) -> Report {
-        let objects = self.objects.as_ref().map(|objects| {
-            let mut v: Vec<_> = objects.iter().collect();
-            v.sort_by(|a, b| busiest_first(*a, *b));
-            v.into_iter().map(|(k, t)| ObjectTotals::new(k.clone(), t)).collect()
-        });
         let metrics = self.metrics.as_ref();
         let window_ns = metrics.map_or(metrics::DEFAULT_WINDOW_NS, Metrics::window_ns);
-        let object_metrics = metrics.and_then(|m| {
+        let object_summaries = metrics.and_then(|m| {
             let objects = self.objects.as_ref()?;
-            let mut v = m.objects(|k| objects.get(k).copied().unwrap_or_default())?;
-            v.sort_by(|a, b| busiest_first((&a.0, &a.1.totals), (&b.0, &b.1.totals)));
-            let row = |((kind, namespace, name), s): (ObjectKey, metrics::Summary)| ObjectSummaryRow {
-                kind,
-                namespace,
-                name,
-                summary: s.row(window_ns, false),
-            };
-            Some(v.into_iter().map(row).collect())
+            m.objects(|k| objects.get(k).copied().unwrap_or_default())
         });
-        Report { totals: self.totals, objects, metrics: self.summary().map(|s| s.row(window_ns, true)), object_metrics }
+        Report::new(self.totals, self.objects.as_ref(), self.summary(), object_summaries, window_ns)
     }
 }

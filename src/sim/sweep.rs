@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::metrics::Summary;
-use super::simulator::Simulator;
+use super::cluster::{BySource, Correlators, Setup};
+use super::metrics::{self, Summary};
+use super::simulator::Replay;
 use super::table::Table;
 use super::trace::Record;
-use crate::correlator::{CorrelatorOptions, KeyFuncs};
+use crate::correlator::CorrelatorOptions;
 use crate::error::{count_option, Error, Result};
 
 /// How often the calling thread wakes while no replay finishes.
@@ -21,16 +22,39 @@ pub const TICK: Duration = Duration::from_millis(100);
 /// Records replayed between two looks at the stop flag.
 const STOP_EVERY: usize = 4096;
 
-/// A trace held in memory, which the replays of a sweep read at once.
+/// A trace held in memory, which the replays of a sweep, or the threads of one replay, read at once.
 pub trait SharedTrace: Sync {
     /// Hands every record to `f` in order, until `f` returns false or fails.
     fn each(&self, f: impl FnMut(&Record<'_>) -> Result<bool>) -> Result<()>;
+
+    /// The number of records.
+    fn record_count(&self) -> usize;
+
+    /// Hands the records whose index `wanted` accepts to `f` with their index, in order, until `f` returns
+    /// false or fails; the others are not read.
+    fn each_where(
+        &self,
+        wanted: impl FnMut(usize) -> bool,
+        f: impl FnMut(usize, &Record<'_>) -> Result<bool>,
+    ) -> Result<()>;
 }
 
 impl SharedTrace for [Record<'static>] {
+    fn record_count(&self) -> usize {
+        self.len()
+    }
+
     fn each(&self, mut f: impl FnMut(&Record<'_>) -> Result<bool>) -> Result<()> {
-        for r in self {
-            if !f(r)? {
+        self.each_where(|_| true, |_, r| f(r))
+    }
+
+    fn each_where(
+        &self,
+        mut wanted: impl FnMut(usize) -> bool,
+        mut f: impl FnMut(usize, &Record<'_>) -> Result<bool>,
+    ) -> Result<()> {
+        for (i, r) in self.iter().enumerate() {
+            if wanted(i) && !f(i, r)? {
                 break;
             }
         }
@@ -39,19 +63,52 @@ impl SharedTrace for [Record<'static>] {
 }
 
 impl SharedTrace for Table {
+    fn record_count(&self) -> usize {
+        usize::try_from(self.rows()).unwrap_or(usize::MAX)
+    }
+
     fn each(&self, f: impl FnMut(&Record<'_>) -> Result<bool>) -> Result<()> {
         Table::each(self, f)
     }
+
+    fn each_where(
+        &self,
+        wanted: impl FnMut(usize) -> bool,
+        f: impl FnMut(usize, &Record<'_>) -> Result<bool>,
+    ) -> Result<()> {
+        Table::each_where(self, wanted, f)
+    }
 }
 
-/// Replays `trace` under `options`, collecting metrics with windows of `window_ns`; None once stopped.
+/// Replays `trace` under `options` with `correlators`, collecting metrics with windows of `window_ns`; None
+/// once stopped.
 pub fn replay<T: SharedTrace + ?Sized>(
     trace: &T,
     options: CorrelatorOptions,
+    correlators: Correlators,
     window_ns: i64,
     stop: &AtomicBool,
 ) -> Result<Option<Summary>> {
-    let mut sim = Simulator::new(options, KeyFuncs::default(), false)?.with_metrics(window_ns);
+    let setup = Setup::new(options, false, Some(window_ns));
+    match correlators {
+        Correlators::Shared => {
+            let mut sim = setup.simulator(false)?;
+            Ok(run(trace, &mut sim, stop)?.then(|| sim.summary()).flatten())
+        }
+        Correlators::PerSource => {
+            let mut by = BySource::new(setup);
+            if !run(trace, &mut by, stop)? {
+                return Ok(None);
+            }
+            let parts = by.into_parts();
+            let metrics: Vec<_> = parts.iter().filter_map(|(_, p)| p.metrics.as_ref()).collect();
+            Ok(Some(metrics::merge(&metrics, window_ns).0))
+        }
+    }
+}
+
+/// Replays the whole trace unless stopped; false once stopped.
+fn run<T: SharedTrace + ?Sized, R: Replay>(trace: &T, sim: &mut R, stop: &AtomicBool) -> Result<bool> {
     let (mut n, mut stopped) = (0usize, false);
     trace.each(|r| {
         if n % STOP_EVERY == 0 && stop.load(Ordering::Relaxed) {
@@ -59,9 +116,9 @@ pub fn replay<T: SharedTrace + ?Sized>(
             return Ok(false);
         }
         n += 1;
-        sim.step(r).map(|_| true)
+        sim.replay(r).map(|_| true)
     })?;
-    Ok(if stopped { None } else { sim.summary() })
+    Ok(!stopped)
 }
 
 /// What the calling thread is told while the sweep runs.
@@ -80,11 +137,13 @@ pub fn sweep_workers_option(requested: Option<i64>) -> Result<usize> {
     }
 }
 
-/// Replays `records` once per entry of `grid` on `workers` threads; the results are in grid order.
-/// `on_progress` runs on the calling thread; returning an error stops the workers and the sweep returns it.
+/// Replays `records` once per entry of `grid` (each with `correlators`) on `workers` threads; the results are
+/// in grid order. `on_progress` runs on the calling thread; returning an error stops the workers and the
+/// sweep returns it.
 pub fn sweep<T: SharedTrace + ?Sized, E: From<Error>>(
     records: &T,
     grid: &[CorrelatorOptions],
+    correlators: Correlators,
     window_ns: i64,
     workers: usize,
     mut on_progress: impl FnMut(SweepProgress<'_>) -> std::result::Result<(), E>,
@@ -103,7 +162,7 @@ pub fn sweep<T: SharedTrace + ?Sized, E: From<Error>>(
                 if i >= grid.len() || stop.load(Ordering::Relaxed) {
                     break;
                 }
-                let r = replay(records, grid[i], window_ns, stop);
+                let r = replay(records, grid[i], correlators, window_ns, stop);
                 let failed = r.is_err();
                 if tx.send((i, r)).is_err() || failed {
                     break;
@@ -179,7 +238,7 @@ mod tests {
             .flat_map(|&burst| [2, 10].map(|max_events| CorrelatorOptions { burst, max_events, ..Default::default() }))
             .collect();
         let mut seen = vec![];
-        let got = sweep::<_, Error>(&records[..], &grid, 1_000_000_000, 2, |p| {
+        let got = sweep::<_, Error>(&records[..], &grid, Correlators::Shared, 1_000_000_000, 2, |p| {
             if let SweepProgress::Done(i, _) = p {
                 seen.push(i);
             }
@@ -190,7 +249,10 @@ mod tests {
         assert_eq!(seen, (0..grid.len()).collect::<Vec<_>>());
         let never = AtomicBool::new(false);
         for (options, summary) in grid.iter().zip(&got) {
-            assert_eq!(Some(*summary), replay(&records[..], *options, 1_000_000_000, &never).unwrap());
+            assert_eq!(
+                Some(*summary),
+                replay(&records[..], *options, Correlators::Shared, 1_000_000_000, &never).unwrap()
+            );
         }
         assert_ne!(got[0].writes(), got[6].writes());
     }
@@ -200,7 +262,7 @@ mod tests {
         let records = records();
         let grid = vec![CorrelatorOptions::default(); 50];
         let mut calls = 0;
-        let err = sweep::<_, Error>(&records[..], &grid, 1, 2, |_| {
+        let err = sweep::<_, Error>(&records[..], &grid, Correlators::PerSource, 1, 2, |_| {
             calls += 1;
             Err(Error::value("", "stop"))
         })

@@ -521,7 +521,7 @@ impl Table {
         self.batches.len() - 1
     }
 
-    fn rows(&self) -> u64 {
+    pub fn rows(&self) -> u64 {
         self.starts.last().zip(self.batches.last()).map_or(0, |(s, b)| s + b.num_rows() as u64)
     }
 
@@ -577,6 +577,29 @@ impl Table {
         (0..self.batches.len()).map(|i| self.view(i))
     }
 
+    /// Hands the rows whose number `wanted` accepts to `f` with their number, in order, until `f` returns
+    /// false or fails; the other rows are not read.
+    pub fn each_where(
+        &self,
+        mut wanted: impl FnMut(usize) -> bool,
+        mut f: impl FnMut(usize, &Record<'_>) -> Result<bool>,
+    ) -> Result<()> {
+        let mut record = Record::default();
+        let mut i = 0;
+        for view in self.views() {
+            for row in 0..view.rows() {
+                if wanted(i) {
+                    view.fill(row, &mut record)?;
+                    if !f(i, &record)? {
+                        return Ok(());
+                    }
+                }
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
     /// Hands every record to `f` in order, until `f` returns false or fails. One record is reused from row
     /// to row, its strings borrowed from the columns.
     pub fn each(&self, mut f: impl FnMut(&Record<'_>) -> Result<bool>) -> Result<()> {
@@ -595,12 +618,40 @@ impl Table {
 
 /// Records as one record batch with the trace columns (`annotations` only when some record has them).
 pub fn records_to_batch(records: &[Record<'_>]) -> RecordBatch {
-    let mut times = Vec::with_capacity(records.len());
-    let mut strings: [StringBuilder; STRING_COLUMNS.len()] = std::array::from_fn(|_| StringBuilder::new());
-    let with_annotations = records.iter().any(|r| !r.annotations.is_empty());
-    let mut annotations = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+    let mut b = BatchBuilder::default();
     for r in records {
-        times.push(r.t_ns);
+        b.push(r);
+    }
+    b.finish(false)
+}
+
+/// Builds a record batch with the trace columns, one record at a time.
+pub struct BatchBuilder {
+    times: Vec<i64>,
+    strings: [StringBuilder; STRING_COLUMNS.len()],
+    annotations: MapBuilder<StringBuilder, StringBuilder>,
+    any_annotations: bool,
+}
+
+impl Default for BatchBuilder {
+    fn default() -> Self {
+        BatchBuilder {
+            times: Vec::new(),
+            strings: std::array::from_fn(|_| StringBuilder::new()),
+            annotations: MapBuilder::new(None, StringBuilder::new(), StringBuilder::new()),
+            any_annotations: false,
+        }
+    }
+}
+
+impl BatchBuilder {
+    /// The records pushed since the last batch.
+    pub fn rows(&self) -> usize {
+        self.times.len()
+    }
+
+    pub fn push(&mut self, r: &Record<'_>) {
+        self.times.push(r.t_ns);
         let i = &r.involved;
         let fields = [
             &r.source_component,
@@ -616,31 +667,35 @@ pub fn records_to_batch(records: &[Record<'_>]) -> RecordBatch {
             &r.reason,
             &r.message,
         ];
-        for (b, v) in strings.iter_mut().zip(fields) {
+        for (b, v) in self.strings.iter_mut().zip(fields) {
             b.append_value(v);
         }
-        if with_annotations {
-            for (k, v) in &r.annotations {
-                annotations.keys().append_value(k);
-                annotations.values().append_value(v);
-            }
-            // A map builder's append fails only when keys and values differ in number.
-            annotations.append(true).expect("as many keys as values");
+        for (k, v) in &r.annotations {
+            self.annotations.keys().append_value(k);
+            self.annotations.values().append_value(v);
         }
+        self.any_annotations |= !r.annotations.is_empty();
+        // A map builder's append fails only when keys and values differ in number.
+        self.annotations.append(true).expect("as many keys as values");
     }
-    let mut fields = vec![Field::new(TIME_COLUMN, DataType::Int64, false)];
-    let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(times))];
-    for (name, mut b) in STRING_COLUMNS.iter().zip(strings) {
-        fields.push(Field::new(*name, DataType::Utf8, false));
-        columns.push(Arc::new(b.finish()));
+
+    /// The batch of the records pushed since the last one; `annotations` only when some record has them,
+    /// or always with `with_annotations` (so that batches made apart share one schema).
+    pub fn finish(&mut self, with_annotations: bool) -> RecordBatch {
+        let mut fields = vec![Field::new(TIME_COLUMN, DataType::Int64, false)];
+        let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(std::mem::take(&mut self.times)))];
+        for (name, b) in STRING_COLUMNS.iter().zip(&mut self.strings) {
+            fields.push(Field::new(*name, DataType::Utf8, false));
+            columns.push(Arc::new(b.finish()));
+        }
+        let a = self.annotations.finish();
+        if with_annotations || std::mem::take(&mut self.any_annotations) {
+            fields.push(Field::new(ANNOTATIONS_COLUMN, a.data_type().clone(), false));
+            columns.push(Arc::new(a));
+        }
+        // The columns are built to the schema's types and lengths, which is all `try_new` checks.
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("columns match the schema")
     }
-    if with_annotations {
-        let a = annotations.finish();
-        fields.push(Field::new(ANNOTATIONS_COLUMN, a.data_type().clone(), false));
-        columns.push(Arc::new(a));
-    }
-    // The columns are built to the schema's types and lengths, which is all `try_new` checks.
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("columns match the schema")
 }
 
 /// The decisions of a replay as columns: index, action, and for a write the event's name, count and
@@ -652,6 +707,8 @@ pub struct DecisionColumns {
     count: Int32Builder,
     message: StringBuilder,
     patch: StringBuilder,
+    source_component: StringDictionaryBuilder<Int32Type>,
+    source_host: StringDictionaryBuilder<Int32Type>,
 }
 
 impl Default for DecisionColumns {
@@ -663,19 +720,31 @@ impl Default for DecisionColumns {
             count: Int32Builder::new(),
             message: StringBuilder::new(),
             patch: StringBuilder::new(),
+            source_component: StringDictionaryBuilder::new(),
+            source_host: StringDictionaryBuilder::new(),
         }
     }
 }
 
 impl DecisionColumns {
-    /// One decision; `event` is `(name, count, message)` of the event written (None for a skip).
-    pub fn push(&mut self, index: u64, action: Action, event: Option<(&str, i32, &str)>, patch: Option<&str>) {
+    /// One decision; `event` is `(name, count, message)` of the event written (None for a skip), `source`
+    /// the input event's component and host.
+    pub fn push(
+        &mut self,
+        index: u64,
+        action: Action,
+        event: Option<(&str, i32, &str)>,
+        patch: Option<&str>,
+        (component, host): (&str, &str),
+    ) {
         self.index.append_value(index);
         self.action.append_value(action.as_str());
         self.name.append_option(event.map(|e| e.0));
         self.count.append_option(event.map(|e| e.1));
         self.message.append_option(event.map(|e| e.2));
         self.patch.append_option(patch);
+        self.source_component.append_value(component);
+        self.source_host.append_value(host);
     }
 
     /// The decision `sim` just made.
@@ -683,10 +752,11 @@ impl DecisionColumns {
         let e = sim.event();
         let event = (step.action != Action::Skip).then_some((e.metadata.name.as_str(), e.count, e.message.as_str()));
         let patch = sim.patch().map(String::from_utf8_lossy);
-        self.push(step.index, step.action, event, patch.as_deref());
+        self.push(step.index, step.action, event, patch.as_deref(), (&e.source.component, &e.source.host));
     }
 
     pub fn finish(mut self) -> RecordBatch {
+        const NULLABLE: [&str; 4] = ["name", "count", "message", "patch"];
         let columns: Vec<(&str, ArrayRef)> = vec![
             ("index", Arc::new(self.index.finish())),
             ("action", Arc::new(self.action.finish())),
@@ -694,11 +764,13 @@ impl DecisionColumns {
             ("count", Arc::new(self.count.finish())),
             ("message", Arc::new(self.message.finish())),
             ("patch", Arc::new(self.patch.finish())),
+            ("source_component", Arc::new(self.source_component.finish())),
+            ("source_host", Arc::new(self.source_host.finish())),
         ];
         let schema = Schema::new(
             columns
                 .iter()
-                .map(|(n, a)| Field::new(*n, a.data_type().clone(), *n != "index" && *n != "action"))
+                .map(|(n, a)| Field::new(*n, a.data_type().clone(), NULLABLE.contains(n)))
                 .collect::<Vec<_>>(),
         );
         // Every column got one value per push.
@@ -984,7 +1056,7 @@ mod tests {
             let step = sim.step(&r).unwrap();
             cols.push_step(&step, &sim);
         }
-        cols.push(2, Action::Skip, None, None);
+        cols.push(2, Action::Skip, None, None, ("kubelet", "node-1"));
         let b = cols.finish();
         assert_eq!(b.num_rows(), 3);
         let action = b.column(1).as_dictionary::<Int8Type>();
