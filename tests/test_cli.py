@@ -299,7 +299,7 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(many_objects, trace_
 
 
 @pytest.mark.parametrize("make, args, message", [
-    pytest.param(lambda d: d, lambda d: ["--trace", str(d)], "{d}: line 1: Is a directory", id="trace-dir"),
+    pytest.param(lambda d: d, lambda d: ["--trace", str(d)], "{d}: no Parquet files (*.parquet) under it", id="trace-dir"),
     pytest.param(lambda d: d, lambda d: ["--kubectl", str(d)], "Is a directory: '{d}'", id="kubectl-dir"),
     pytest.param(lambda d: (d / "latin1.jsonl").write_bytes(b'{"t_ns": 1, "involved": {}, "message": "\xe9"}\n'),
                  lambda d: ["--trace", str(d / "latin1.jsonl")], "{d}/latin1.jsonl: line 1: ", id="trace-latin1"),
@@ -311,7 +311,7 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(many_objects, trace_
     pytest.param(lambda d: d, lambda d: ["--trace", str(d / "missing.parquet")],
                  "No such file or directory: '{d}/missing.parquet'", id="missing-parquet"),
     pytest.param(lambda d: d, lambda d: ["sweep", "--grid", "burst=1", "--trace", str(d)],
-                 "{d}: line 1: Is a directory", id="sweep-trace-dir"),
+                 "{d}: no Parquet files (*.parquet) under it", id="sweep-trace-dir"),
     pytest.param(lambda d: d, lambda d: ["sweep", "--grid", "qps=1/300,", "--no-progress"],
                  "--grid qps: '' is not a number (or a fraction such as 1/300)", id="grid-empty-value"),
     pytest.param(lambda d: d, lambda d: ["sweep", "--grid", "qps=1e400"], "--grid qps: '1e400' is too large",
