@@ -764,19 +764,26 @@ pub fn log_line(e: &Event) -> String {
 /// The message client-go's `StartStructuredLogging` writes for an event (klog's key/value form).
 pub fn structured_line(e: &Event) -> String {
     let r = &e.involved_object;
-    let mut s = String::with_capacity(160 + e.message.len());
-    s.push_str("Event occurred object=");
-    // klog.KRef: "namespace/name", or just the name without a namespace.
-    let object = if r.namespace.is_empty() { r.name.clone() } else { format!("{}/{}", r.namespace, r.name) };
-    go_quote(&mut s, &object);
-    for (k, v) in [
+    let pairs = [
         ("fieldPath", &r.field_path),
         ("kind", &r.kind),
         ("apiVersion", &r.api_version),
         ("type", &e.type_),
         ("reason", &e.reason),
         ("message", &e.message),
-    ] {
+    ];
+    klog_line("Event occurred", &r.namespace, &r.name, &pairs)
+}
+
+/// klog's `InfoS(message, "object", klog.KRef(namespace, name), key, value, ...)` line: the object as
+/// "namespace/name" (just the name without a namespace), every value quoted as Go quotes it.
+pub(crate) fn klog_line(message: &str, namespace: &str, name: &str, pairs: &[(&str, &String)]) -> String {
+    let object = if namespace.is_empty() { name.to_owned() } else { format!("{namespace}/{name}") };
+    let mut s = String::with_capacity(160 + pairs.iter().map(|(_, v)| v.len()).sum::<usize>());
+    s.push_str(message);
+    s.push_str(" object=");
+    go_quote(&mut s, &object);
+    for (k, v) in pairs {
         s.push(' ');
         s.push_str(k);
         s.push('=');

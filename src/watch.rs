@@ -212,50 +212,17 @@ impl<T> Lane<T> {
     /// Takes up to `max` items into `out`, waiting while the lane is empty; marks the consumer running.
     /// Returns false once the lane is closed (or stopped) and empty.
     pub fn pop_batch(&self, out: &mut Vec<T>, max: usize) -> bool {
-        let mut s = lock(&self.state);
-        let mut lingered = false;
-        loop {
-            if s.stopped {
-                s.items.clear();
-                s.activity = Activity::Waiting;
-                return false;
-            }
-            // A short queue is worth a moment's wait: each batch costs its consumer a GIL handoff.
-            if !s.items.is_empty() && s.items.len() < notify_at(self.capacity) && !lingered && !s.closed {
-                lingered = true;
-                s = self.ready.wait_timeout(s, LINGER).unwrap_or_else(|p| p.into_inner()).0;
-                continue;
-            }
-            if !s.items.is_empty() {
-                let n = s.items.len().min(max);
-                out.extend(s.items.drain(..n));
-                s.activity = Activity::Running;
-                if s.producers_waiting > 0 {
-                    self.space.notify_all();
-                }
-                self.pace.took(n, self.pace.now());
-                return true;
-            }
-            s.activity = Activity::Waiting;
-            if s.closed {
-                return false;
-            }
-            s = if lingered {
-                s.consumer_parked = true;
-                let s = self.ready.wait(s).unwrap_or_else(|p| p.into_inner());
-                s
-            } else {
-                lingered = true;
-                self.ready.wait_timeout(s, LINGER).unwrap_or_else(|p| p.into_inner()).0
-            };
-            s.consumer_parked = false;
-        }
+        self.pop(out, max, None) == Popped::Items
     }
 
     /// `pop_batch` for a consumer that also has work at an instant of the clock: waits at most `wait` for
     /// items, marked `WaitingUntil(due)` meanwhile (so that the pipeline is idle only until `due`).
     pub fn pop_batch_until(&self, out: &mut Vec<T>, max: usize, wait: Duration, due: Time) -> Popped {
-        let deadline = Instant::now() + wait;
+        self.pop(out, max, Some((Instant::now() + wait, due)))
+    }
+
+    fn pop(&self, out: &mut Vec<T>, max: usize, until: Option<(Instant, Time)>) -> Popped {
+        let idle = until.map_or(Activity::Waiting, |(_, due)| Activity::WaitingUntil(due));
         let mut s = lock(&self.state);
         let mut lingered = false;
         loop {
@@ -264,16 +231,13 @@ impl<T> Lane<T> {
                 s.activity = Activity::Waiting;
                 return Popped::Closed;
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            // As `pop_batch`: a short queue, or an empty one, is worth a moment's wait without being woken for
-            // every item.
-            let short = !s.items.is_empty() && s.items.len() < notify_at(self.capacity);
-            if (short || s.items.is_empty()) && !lingered && !s.closed && !left.is_zero() {
+            let left = until.map(|(deadline, _)| deadline.saturating_duration_since(Instant::now()));
+            let expired = left.is_some_and(|l| l.is_zero());
+            // A short queue is worth a moment's wait: each batch costs its consumer a GIL handoff.
+            if !s.items.is_empty() && s.items.len() < notify_at(self.capacity) && !lingered && !s.closed && !expired {
                 lingered = true;
-                if s.items.is_empty() {
-                    s.activity = Activity::WaitingUntil(due);
-                }
-                s = self.ready.wait_timeout(s, LINGER.min(left)).unwrap_or_else(|p| p.into_inner()).0;
+                let linger = left.map_or(LINGER, |l| l.min(LINGER));
+                s = self.ready.wait_timeout(s, linger).unwrap_or_else(|p| p.into_inner()).0;
                 continue;
             }
             if !s.items.is_empty() {
@@ -286,16 +250,30 @@ impl<T> Lane<T> {
                 self.pace.took(n, self.pace.now());
                 return Popped::Items;
             }
+            s.activity = idle;
             if s.closed {
                 s.activity = Activity::Waiting;
                 return Popped::Closed;
             }
-            if left.is_zero() {
+            if expired {
                 return Popped::TimedOut;
             }
-            s.activity = Activity::WaitingUntil(due);
-            s.consumer_parked = true;
-            s = self.ready.wait_timeout(s, left).unwrap_or_else(|p| p.into_inner()).0;
+            // An empty queue: a moment's wait without being woken for every item, then parked.
+            s = match (lingered, left) {
+                (false, _) => {
+                    lingered = true;
+                    let linger = left.map_or(LINGER, |l| l.min(LINGER));
+                    self.ready.wait_timeout(s, linger).unwrap_or_else(|p| p.into_inner()).0
+                }
+                (true, None) => {
+                    s.consumer_parked = true;
+                    self.ready.wait(s).unwrap_or_else(|p| p.into_inner())
+                }
+                (true, Some(left)) => {
+                    s.consumer_parked = true;
+                    self.ready.wait_timeout(s, left).unwrap_or_else(|p| p.into_inner()).0
+                }
+            };
             s.consumer_parked = false;
         }
     }

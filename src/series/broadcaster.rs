@@ -451,24 +451,15 @@ impl Shared {
 /// form).
 pub fn structured_line(e: &EventV1) -> String {
     let r = &e.regarding;
-    let object = if r.namespace.is_empty() { r.name.clone() } else { format!("{}/{}", r.namespace, r.name) };
-    let mut s = String::with_capacity(160 + e.note.len());
-    s.push_str("Event occurred object=");
-    crate::broadcaster::go_quote(&mut s, &object);
-    for (k, v) in [
+    let pairs = [
         ("kind", &r.kind),
         ("apiVersion", &r.api_version),
         ("type", &e.type_),
         ("reason", &e.reason),
         ("action", &e.action),
         ("note", &e.note),
-    ] {
-        s.push(' ');
-        s.push_str(k);
-        s.push('=');
-        crate::broadcaster::go_quote(&mut s, v);
-    }
-    s
+    ];
+    crate::broadcaster::klog_line("Event occurred", &r.namespace, &r.name, &pairs)
 }
 
 #[cfg(test)]
