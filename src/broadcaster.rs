@@ -531,7 +531,7 @@ impl Writer {
             match lane.pop_batch_until(batch, BATCH, wait, at) {
                 Popped::Items => return true,
                 Popped::Closed => return false,
-                Popped::TimedOut => self.health.tick(self.shared.pipeline.pending()),
+                Popped::TimedOut => self.health.tick(&|| self.shared.pipeline.pending()),
             }
         }
     }
@@ -595,7 +595,7 @@ impl Writer {
                 }
             });
             progress.report(Instant::now());
-            self.health.tick(self.shared.pipeline.pending());
+            self.health.tick(&|| self.shared.pipeline.pending());
             if let Some(d) = retry_in {
                 self.sleep_before_retry(lane, d);
             }
@@ -656,14 +656,14 @@ impl Writer {
         match job.attempts.after_failure(err.clone(), policy, self.sleeper.stop.is_stopped(), rng) {
             Next::Abandon(why) => {
                 c.abandoned.fetch_add(1, Ordering::Relaxed);
-                self.health.failed(&err, Step::GiveUp(&why), time, job.attempts.tries, &describe, pending());
+                self.health.failed(&err, Step::GiveUp(&why), time, job.attempts.tries, &describe, &pending);
                 WriteOutcome::Abandoned
             }
             Next::SleepThenRetry { delay_nanos } => {
                 c.retries.fetch_add(1, Ordering::Relaxed);
                 let left = policy.max_tries.saturating_sub(job.attempts.tries);
                 let step = Step::Retry { in_nanos: delay_nanos, tries_left: Some(left) };
-                self.health.failed(&err, step, time, job.attempts.tries, &describe, pending());
+                self.health.failed(&err, step, time, job.attempts.tries, &describe, &pending);
                 WriteOutcome::Retry { delay_nanos }
             }
         }
@@ -703,8 +703,7 @@ pub(crate) fn until(clock: &dyn Clock, at: Time) -> Duration {
 /// An event as the lines of a failing sink show it: the object, type, reason and message.
 fn describe(e: &Event) -> String {
     let r = &e.involved_object;
-    let object = if r.namespace.is_empty() { r.name.clone() } else { format!("{}/{}", r.namespace, r.name) };
-    format!("{} {object}: {} {}: {:?}", r.kind, e.type_, e.reason, e.message)
+    format!("{} {}: {} {}: {:?}", r.kind, r.kref(), e.type_, e.reason, e.message)
 }
 
 /// Go's `strconv.Quote`, as `%#v` prints strings.
@@ -772,17 +771,16 @@ pub fn structured_line(e: &Event) -> String {
         ("reason", &e.reason),
         ("message", &e.message),
     ];
-    klog_line("Event occurred", &r.namespace, &r.name, &pairs)
+    klog_line("Event occurred", r, &pairs)
 }
 
-/// klog's `InfoS(message, "object", klog.KRef(namespace, name), key, value, ...)` line: the object as
-/// "namespace/name" (just the name without a namespace), every value quoted as Go quotes it.
-pub(crate) fn klog_line(message: &str, namespace: &str, name: &str, pairs: &[(&str, &String)]) -> String {
-    let object = if namespace.is_empty() { name.to_owned() } else { format!("{namespace}/{name}") };
+/// klog's `InfoS(message, "object", klog.KRef(namespace, name), key, value, ...)` line, every value quoted
+/// as Go quotes it.
+pub(crate) fn klog_line(message: &str, object: &ObjectReference, pairs: &[(&str, &String)]) -> String {
     let mut s = String::with_capacity(160 + pairs.iter().map(|(_, v)| v.len()).sum::<usize>());
     s.push_str(message);
     s.push_str(" object=");
-    go_quote(&mut s, &object);
+    go_quote(&mut s, &object.kref());
     for (k, v) in pairs {
         s.push(' ');
         s.push_str(k);

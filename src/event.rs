@@ -74,6 +74,15 @@ fn assign(dst: &mut String, src: &str) {
 }
 
 impl ObjectReference {
+    /// klog's `KRef`: "namespace/name", or just the name without a namespace.
+    pub fn kref(&self) -> String {
+        if self.namespace.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.namespace, self.name)
+        }
+    }
+
     /// Copies `src` into `self`, reusing the string buffers (derived `clone_from` reallocates).
     pub fn assign_from(&mut self, src: &ObjectReference) {
         assign(&mut self.kind, &src.kind);

@@ -16,6 +16,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::{Serialize, Serializer};
@@ -155,6 +156,12 @@ pub struct SinkHealth {
     reporter: Arc<dyn Reporter>,
     interval: i64,
     state: Mutex<State>,
+    /// Nothing to tell: up, no outage, no failure untold, no event waiting for a retry. While it holds, a
+    /// success only notes its time (`last_success`) and a writer's wake-up looks at nothing else: the writes
+    /// of a healthy sink take no lock here.
+    quiet: AtomicBool,
+    /// `HealthSnapshot::last_success` in nanoseconds, `i64::MIN` before any.
+    last_success: AtomicI64,
 }
 
 /// `n` with its noun, singular or plural.
@@ -187,7 +194,15 @@ impl SinkHealth {
     ) -> Self {
         let label = format!("{broadcaster}/{watcher} ({sink})");
         let snapshot = HealthSnapshot { sink, up: true, ..Default::default() };
-        SinkHealth { label, clock, reporter, interval, state: Mutex::new(State { snapshot, ..Default::default() }) }
+        SinkHealth {
+            label,
+            clock,
+            reporter,
+            interval,
+            state: Mutex::new(State { snapshot, ..Default::default() }),
+            quiet: AtomicBool::new(true),
+            last_success: AtomicI64::new(i64::MIN),
+        }
     }
 
     pub fn label(&self) -> &str {
@@ -202,27 +217,33 @@ impl SinkHealth {
     /// A write succeeded; `event_time` and `tries` (failed attempts before it) of the event written.
     pub fn succeeded(&self, event_time: Option<Time>, tries: u32) {
         let now = self.now();
+        self.last_success.store(now.0, Ordering::Relaxed);
+        if tries == 0 && self.quiet.load(Ordering::Acquire) {
+            return;
+        }
         let mut st = lock(&self.state);
         if tries > 0 {
             forget(&mut st.retrying, event_time);
         }
         st.snapshot.up = true;
-        st.snapshot.last_success = Some(now);
         st.snapshot.failing_since = None;
-        if let Some(o) = st.outage.take() {
-            if o.announced {
-                let line = format!(
-                    "kubevents: sink {} recovered: writes failed for {}; {}, {} given up",
-                    self.label,
-                    seconds(now.since(o.since)),
-                    count(o.retries, "retry"),
-                    count(o.given_up, "event"),
-                );
-                st.last_line = Some(now);
-                st.tally = Tally::default();
-                drop(st);
-                self.reporter.warn(&line);
-            }
+        let recovered = st.outage.take().filter(|o| o.announced).map(|o| {
+            format!(
+                "kubevents: sink {} recovered: writes failed for {}; {}, {} given up",
+                self.label,
+                seconds(now.since(o.since)),
+                count(o.retries, "retry"),
+                count(o.given_up, "event"),
+            )
+        });
+        if recovered.is_some() {
+            st.last_line = Some(now);
+            st.tally = Tally::default();
+        }
+        self.settle(&st);
+        drop(st);
+        if let Some(line) = recovered {
+            self.reporter.warn(&line);
         }
     }
 
@@ -236,10 +257,11 @@ impl SinkHealth {
         event_time: Option<Time>,
         tries: u32,
         example: &dyn Fn() -> String,
-        pending: u64,
+        pending: &dyn Fn() -> u64,
     ) {
         let now = self.now();
         let mut st = lock(&self.state);
+        self.quiet.store(false, Ordering::Release);
         st.snapshot.up = false;
         st.snapshot.failed_writes += 1;
         st.snapshot.last_error = Some(LastError { kind: e.kind.clone(), status: e.status, message: e.message.clone() });
@@ -282,7 +304,7 @@ impl SinkHealth {
             }
             Some(self.first_line(&mut st, e, step, example))
         } else if due {
-            Some(self.summary(&st, now, pending))
+            Some(self.summary(&st, now, pending()))
         } else {
             None
         };
@@ -355,8 +377,18 @@ impl SinkHealth {
         line
     }
 
+    /// Marks the sink quiet again once nothing is left to tell (the state's lock held).
+    fn settle(&self, st: &State) {
+        if st.snapshot.up && st.outage.is_none() && st.tally.is_empty() && st.retrying.is_empty() {
+            self.quiet.store(true, Ordering::Release);
+        }
+    }
+
     /// When the failures not told yet are due to be summed up (`tick`), if there are any.
     pub fn next_line_at(&self) -> Option<Time> {
+        if self.quiet.load(Ordering::Acquire) {
+            return None;
+        }
         let st = lock(&self.state);
         if st.tally.is_empty() {
             return None;
@@ -365,18 +397,22 @@ impl SinkHealth {
     }
 
     /// Called by a writer that woke up: sums up the failures not told yet, once an interval has passed.
-    pub fn tick(&self, pending: u64) {
+    pub fn tick(&self, pending: &dyn Fn() -> u64) {
+        if self.quiet.load(Ordering::Acquire) {
+            return;
+        }
         let now = self.now();
         let mut st = lock(&self.state);
         if st.tally.is_empty() || st.last_line.is_some_and(|t| now.since(t) < self.interval) {
             return;
         }
-        let line = self.summary(&st, now, pending);
+        let line = self.summary(&st, now, pending());
         st.last_line = Some(now);
         st.tally = Tally::default();
         if let Some(o) = st.outage.as_mut() {
             o.announced = true;
         }
+        self.settle(&st);
         drop(st);
         self.reporter.warn(&line);
     }
@@ -402,7 +438,8 @@ impl SinkHealth {
     }
 
     pub fn snapshot(&self) -> HealthSnapshot {
-        lock(&self.state).snapshot.clone()
+        let last = self.last_success.load(Ordering::Relaxed);
+        HealthSnapshot { last_success: (last != i64::MIN).then_some(Time(last)), ..lock(&self.state).snapshot.clone() }
     }
 }
 

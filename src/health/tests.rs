@@ -44,7 +44,7 @@ fn refused() -> WriteError {
 
 fn retry(h: &SinkHealth, tries: u32, at: Time) {
     let step = Step::Retry { in_nanos: 10 * S, tries_left: Some(12 - tries) };
-    h.failed(&refused(), step, Some(at), tries, &|| "Pod web/api-0: Warning BackOff".into(), 7);
+    h.failed(&refused(), step, Some(at), tries, &|| "Pod web/api-0: Warning BackOff".into(), &|| 7);
 }
 
 #[test]
@@ -80,7 +80,7 @@ fn events_given_up_are_counted_by_reason_with_an_example_and_a_debug_line_each()
     let forbidden = WriteError::status(403, "Forbidden: events is forbidden").with_kind("ApiException");
     for i in 0..1000 {
         let why = Abandoned::GaveUp(forbidden.clone());
-        h.failed(&forbidden, Step::GiveUp(&why), Some(T0), 1, &|| format!("Pod web/api-{i}"), 0);
+        h.failed(&forbidden, Step::GiveUp(&why), Some(T0), 1, &|| format!("Pod web/api-{i}"), &|| 0);
         clock.step(S / 100);
     }
     let shown = lines.shown();
@@ -105,7 +105,7 @@ fn events_given_up_are_counted_by_reason_with_an_example_and_a_debug_line_each()
     // Ten seconds later, a summary is due at the next failure.
     clock.step(30 * S);
     let why = Abandoned::GaveUp(forbidden.clone());
-    h.failed(&forbidden, Step::GiveUp(&why), Some(T0), 1, &|| "Pod web/late".into(), 0);
+    h.failed(&forbidden, Step::GiveUp(&why), Some(T0), 1, &|| "Pod web/late".into(), &|| 0);
     let shown = lines.shown();
     assert_eq!(shown.len(), 2);
     assert!(
@@ -130,7 +130,7 @@ fn failures_between_successes_are_summed_up_not_told_one_by_one() {
     assert!(shown[1].contains("recovered"), "{}", shown[1]);
     assert!(shown[2].contains("; 29 other failed writes since the last line;"), "{}", shown[2]);
     clock.step(20 * S);
-    h.tick(0);
+    h.tick(&|| 0);
     let shown = lines.shown();
     assert_eq!(shown.len(), 5, "{shown:#?}");
     assert!(
@@ -149,9 +149,9 @@ fn a_traceback_is_shown_once_per_kind_of_error() {
     let mut e = WriteError::give_up("TypeError: bad").with_kind("TypeError");
     e.traceback = Some("Traceback (most recent call last): ...".into());
     let why = Abandoned::GaveUp(e.clone());
-    h.failed(&e, Step::GiveUp(&why), None, 1, &|| "x".into(), 0);
+    h.failed(&e, Step::GiveUp(&why), None, 1, &|| "x".into(), &|| 0);
     h.succeeded(None, 0);
-    h.failed(&e, Step::GiveUp(&why), None, 1, &|| "x".into(), 0);
+    h.failed(&e, Step::GiveUp(&why), None, 1, &|| "x".into(), &|| 0);
     let shown = lines.shown();
     assert!(shown[0].ends_with("\nTraceback (most recent call last): ..."), "{}", shown[0]);
     assert!(shown.iter().skip(1).all(|l| !l.contains("Traceback")), "{shown:#?}");
@@ -160,7 +160,7 @@ fn a_traceback_is_shown_once_per_kind_of_error() {
 #[test]
 fn a_round_failure_says_when_the_next_round_tries_again() {
     let (_, lines, h) = health();
-    h.failed(&refused(), Step::Retry { in_nanos: 360 * S, tries_left: None }, None, 1, &|| "x".into(), 0);
+    h.failed(&refused(), Step::Retry { in_nanos: 360 * S, tries_left: None }, None, 1, &|| "x".into(), &|| 0);
     assert!(lines.shown()[0].contains("; trying again at the next round, in 360 s;"), "{:?}", lines.shown());
 }
 

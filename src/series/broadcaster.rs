@@ -390,7 +390,7 @@ impl Shared {
         let mut batch = Vec::with_capacity(BATCH);
         let mut writes = Vec::new();
         loop {
-            health.tick(self.pending());
+            health.tick(&|| self.pending());
             let popped = match self.until_due(&engine, health, host) {
                 Some((wait, due)) => lane.pop_batch_until(&mut batch, BATCH, wait, due),
                 None => {
@@ -459,7 +459,7 @@ pub fn structured_line(e: &EventV1) -> String {
         ("action", &e.action),
         ("note", &e.note),
     ];
-    crate::broadcaster::klog_line("Event occurred", &r.namespace, &r.name, &pairs)
+    crate::broadcaster::klog_line("Event occurred", r, &pairs)
 }
 
 #[cfg(test)]

@@ -219,7 +219,7 @@ impl SeriesEngine {
 
     fn failed(&self, event: &EventV1, e: &WriteError, step: Step<'_>, tries: u32) {
         if let Some((h, backlog)) = &self.health {
-            h.failed(e, step, event.event_time, tries, &|| describe(event), backlog());
+            h.failed(e, step, event.event_time, tries, &|| describe(event), backlog);
         }
     }
 
@@ -342,8 +342,7 @@ impl SeriesEngine {
 /// An event as the lines of a failing sink show it: the object, type, reason, action and note.
 fn describe(e: &EventV1) -> String {
     let r = &e.regarding;
-    let object = if r.namespace.is_empty() { r.name.clone() } else { format!("{}/{}", r.namespace, r.name) };
-    format!("{} {object}: {} {} ({}): {:?}", r.kind, e.type_, e.reason, e.action, e.note)
+    format!("{} {}: {} {} ({}): {:?}", r.kind, r.kref(), e.type_, e.reason, e.action, e.note)
 }
 
 /// One `recordEvent`, counted.
