@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::event::{make_event_around, Event, EventSource, EventType, ObjectReference, UuidSource};
 use crate::health::{SinkHealth, Step};
 use crate::pipeline::{Pipeline, PipelineOptions, PipelineStats, SinksHealth, BATCH};
-use crate::sink::{record_event, ClockSleeper, EventSink, Next, RetryPolicy, SinkCalls, Written};
+use crate::sink::{record_event, ClockSleeper, EventSink, Next, RetryPolicy, SinkCalls, WriteStats};
 use crate::sync::lock;
 use crate::time::Time;
 use crate::watch::{Activity, FullChannel, Lane, Popped, Stopped};
@@ -67,13 +67,8 @@ pub struct BroadcasterStats {
     pub aggregated: u64,
     pub deduplicated: u64,
     pub skipped: u64,
-    /// Sink calls that succeeded, and that failed, by verb.
-    pub created: u64,
-    pub patched: u64,
-    pub create_errors: u64,
-    pub patch_errors: u64,
-    pub retries: u64,
-    pub abandoned: u64,
+    #[serde(flatten)]
+    pub writes: WriteStats,
     pub handler_errors: u64,
     /// Recording calls that waited for fast watchers (or the distribution) to catch up.
     pub recorder_waits: u64,
@@ -264,12 +259,7 @@ impl EventBroadcaster {
             aggregated: c.aggregated.load(Ordering::Relaxed),
             deduplicated: c.deduplicated.load(Ordering::Relaxed),
             skipped: c.skipped.load(Ordering::Relaxed),
-            created: c.writes.get(Written::Created, true),
-            patched: c.writes.get(Written::Patched, true),
-            create_errors: c.writes.get(Written::Created, false),
-            patch_errors: c.writes.get(Written::Patched, false),
-            retries: c.retries.load(Ordering::Relaxed),
-            abandoned: c.abandoned.load(Ordering::Relaxed),
+            writes: c.writes.write_stats(c.retries.load(Ordering::Relaxed), c.abandoned.load(Ordering::Relaxed)),
             handler_errors: p.handler_errors() + c.correlation_errors.load(Ordering::Relaxed),
             recorder_waits: p.recorder_waits(),
             pending: p.pending(),

@@ -294,6 +294,18 @@ pub enum Written {
     Patched,
 }
 
+/// What came of a sink's writes, as both broadcasters' `stats()` list it: the sink calls that succeeded and
+/// that failed, by verb, the failed writes tried again, and the events given up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct WriteStats {
+    pub created: u64,
+    pub patched: u64,
+    pub create_errors: u64,
+    pub patch_errors: u64,
+    pub retries: u64,
+    pub abandoned: u64,
+}
+
 /// Sink calls by verb and result (`kubevents_sink_writes_total{verb,result}`): a patch that finds no event
 /// and the create that follows are two calls.
 #[derive(Debug, Default)]
@@ -310,6 +322,18 @@ impl SinkCalls {
 
     pub fn get(&self, verb: Written, ok: bool) -> u64 {
         self.0[Self::slot(verb, ok)].load(Ordering::Relaxed)
+    }
+
+    /// The calls counted so far, with the `retries` and `abandoned` counted beside them.
+    pub fn write_stats(&self, retries: u64, abandoned: u64) -> WriteStats {
+        WriteStats {
+            created: self.get(Written::Created, true),
+            patched: self.get(Written::Patched, true),
+            create_errors: self.get(Written::Created, false),
+            patch_errors: self.get(Written::Patched, false),
+            retries,
+            abandoned,
+        }
     }
 
     /// Counts the call `verb` that answered `result`, and returns the answer.

@@ -2,7 +2,7 @@ use std::sync::atomic::AtomicU32;
 
 use super::*;
 use crate::clock::FakeClock;
-use crate::sink::{WriteError, DEFAULT_MAX_TRIES, DEFAULT_SLEEP_NANOS};
+use crate::sink::{WriteError, Written, DEFAULT_MAX_TRIES, DEFAULT_SLEEP_NANOS};
 
 const START: Time = Time(1_704_067_200_000_000_000);
 
@@ -137,7 +137,7 @@ fn eventf_table_and_a_fresh_cache_per_sink() {
     assert_eq!(lock(&sink.writes).len(), 7);
     assert!(b.shutdown(Some(Duration::from_secs(10))));
     let s = b.stats();
-    assert_eq!((s.pipeline.received, s.created, s.patched, s.deduplicated, s.pending), (14, 8, 6, 6, 0));
+    assert_eq!((s.pipeline.received, s.writes.created, s.writes.patched, s.deduplicated, s.pending), (14, 8, 6, 6, 0));
 }
 
 #[test]
@@ -163,7 +163,10 @@ fn lots_of_events_with_failures_are_all_delivered() {
     assert_eq!(lock(&sink.writes).len(), 1000);
     assert_eq!(logged.load(Ordering::Relaxed), 1000);
     let s = b.stats();
-    assert_eq!((s.created, s.retries, s.abandoned, s.pipeline.dropped_incoming), (1000, 4000, 0, 0));
+    assert_eq!(
+        (s.writes.created, s.writes.retries, s.writes.abandoned, s.pipeline.dropped_incoming),
+        (1000, 4000, 0, 0)
+    );
 }
 
 #[test]
@@ -187,8 +190,8 @@ fn retries_sleep_on_the_fake_clock_and_abandon_after_max_tries() {
     }
     // A: 3 failed tries, abandoned; B: one more failure, then created. Every failed try is a failed create.
     let s = b.stats();
-    assert_eq!((s.abandoned, s.created, s.retries), (1, 1, 3));
-    assert_eq!((s.create_errors, s.patched, s.patch_errors), (4, 0, 0));
+    assert_eq!((s.writes.abandoned, s.writes.created, s.writes.retries), (1, 1, 3));
+    assert_eq!((s.writes.create_errors, s.writes.patched, s.writes.patch_errors), (4, 0, 0));
     assert_eq!(lock(&sink.writes)[0].1.reason, "B");
     assert!(b.shutdown(None));
 }
@@ -210,7 +213,7 @@ fn shutdown_gives_a_failing_event_one_try_and_returns() {
     assert!(b2.shutdown(Some(Duration::from_secs(10))));
     let s = b2.stats();
     // The first event: one try, a sleep cut short by shutdown, one last try. The others: one try each.
-    assert_eq!((s.abandoned, s.created, s.pending), (5, 0, 0));
+    assert_eq!((s.writes.abandoned, s.writes.created, s.pending), (5, 0, 0));
     assert_eq!(sink.failures.load(Ordering::SeqCst), 1_000_000 - 6);
     assert_eq!(b2.record(occurrence(reference("x", ""), "A", clock.get())), Err(Stopped));
 }
@@ -250,7 +253,7 @@ fn workers_keep_the_writes_of_one_event_in_order() {
         assert_eq!(counts, (1..=50).collect::<Vec<_>>());
     }
     let s = b.stats();
-    assert_eq!((s.created, s.patched), (20, 980));
+    assert_eq!((s.writes.created, s.writes.patched), (20, 980));
 }
 
 /// Holds every write until opened; counts the writes of each thread.
@@ -498,10 +501,10 @@ fn write_event_error() {
             let written = attempts_wanted >= times_to_send_error;
             let (tries, created) = (u64::from(attempts_wanted), u64::from(written));
             let s = b.stats();
-            assert_eq!((s.created, s.create_errors), (created, tries - created), "{what}");
+            assert_eq!((s.writes.created, s.writes.create_errors), (created, tries - created), "{what}");
             // A retry after every try but the last: the one that succeeded, or the one it gave up after.
-            assert_eq!((s.retries, s.abandoned), (tries - 1, 1 - created), "{what}");
-            assert_eq!((s.patched, s.patch_errors, s.pending), (0, 0, 0), "{what}");
+            assert_eq!((s.writes.retries, s.writes.abandoned), (tries - 1, 1 - created), "{what}");
+            assert_eq!((s.writes.patched, s.writes.patch_errors, s.pending), (0, 0, 0), "{what}");
             assert!(b.shutdown(Some(WAIT)));
         }
     }
@@ -534,8 +537,8 @@ fn update_expired_event() {
         assert_eq!((created[1].count, created[1].metadata.resource_version.as_str()), (2, ""));
         assert_eq!(created[1].metadata.name, patch.metadata.name);
         let s = b.stats();
-        assert_eq!((s.created, s.patched, s.patch_errors, s.create_errors), (2, 0, 1, 0));
-        assert_eq!((s.retries, s.abandoned, s.deduplicated), (0, 0, 1));
+        assert_eq!((s.writes.created, s.writes.patched, s.writes.patch_errors, s.writes.create_errors), (2, 0, 1, 0));
+        assert_eq!((s.writes.retries, s.writes.abandoned, s.deduplicated), (0, 0, 1));
         assert!(b.shutdown(Some(WAIT)));
     }
 }
@@ -546,7 +549,7 @@ fn a_patch_error_other_than_404_is_not_a_create() {
         let (sink, b) = a_repeat_to(WriteError::status(422, "invalid"), workers);
         assert_eq!((sink.calls(Written::Created).len(), sink.calls(Written::Patched).len()), (1, 1));
         let s = b.stats();
-        assert_eq!((s.created, s.patch_errors, s.retries, s.abandoned), (1, 1, 0, 1));
+        assert_eq!((s.writes.created, s.writes.patch_errors, s.writes.retries, s.writes.abandoned), (1, 1, 0, 1));
         assert!(b.shutdown(Some(WAIT)));
     }
 }
@@ -595,6 +598,9 @@ fn cancel_event() {
         assert!(b.wait_shut_down(Some(WAIT)));
         assert_eq!(sink.target_creates.load(Ordering::SeqCst), 1, "{workers} workers");
         let s = b.stats();
-        assert_eq!((s.created, s.create_errors, s.retries, s.abandoned, s.pending), (1, 1, 0, 1, 0));
+        assert_eq!(
+            (s.writes.created, s.writes.create_errors, s.writes.retries, s.writes.abandoned, s.pending),
+            (1, 1, 0, 1, 0)
+        );
     }
 }

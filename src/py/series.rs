@@ -355,8 +355,8 @@ impl PyEventsBroadcaster {
     fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (String, u64, u64) {
         let s = &self.shared;
         let (undelivered, given_up) = s.watching.exit_flush(py, timeout, |wait| {
-            let before = s.core.stats().abandoned;
-            (s.core.exit_flush(wait), s.core.stats().abandoned - before)
+            let before = s.core.stats().writes.abandoned;
+            (s.core.exit_flush(wait), s.core.stats().writes.abandoned - before)
         });
         (s.registration.name().to_owned(), undelivered, given_up)
     }

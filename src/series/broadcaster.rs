@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::event::UuidSource;
 use crate::health::{Reporter, SinkHealth};
 use crate::pipeline::{Pipeline, PipelineOptions, PipelineStats, SinksHealth, Watcher, BATCH};
+use crate::sink::WriteStats;
 use crate::sync::lock;
 use crate::time::Time;
 use crate::watch::{Lane, Popped};
@@ -81,12 +82,8 @@ pub struct EventsBroadcasterStats {
     pub pipeline: PipelineStats,
     /// Sink calls that succeeded, and that failed, by verb (a patch that finds nothing and its create are
     /// two calls).
-    pub created: u64,
-    pub patched: u64,
-    pub create_errors: u64,
-    pub patch_errors: u64,
-    pub retries: u64,
-    pub abandoned: u64,
+    #[serde(flatten)]
+    pub writes: WriteStats,
     pub handler_errors: u64,
     pub recorder_waits: u64,
     /// Events queued, decided and not written yet, or waiting for a retry.
@@ -261,12 +258,7 @@ impl EventsBroadcaster {
         let e = published.engine;
         EventsBroadcasterStats {
             pipeline: p.stats(),
-            created: e.sink_creates,
-            patched: e.sink_patches,
-            create_errors: e.sink_create_errors,
-            patch_errors: e.sink_patch_errors,
-            retries: e.retries,
-            abandoned: e.abandoned,
+            writes: e.writes,
             handler_errors: p.handler_errors(),
             recorder_waits: p.recorder_waits(),
             pending: p.pending() + published.in_hand + e.pending_retries,

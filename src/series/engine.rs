@@ -18,7 +18,7 @@ use super::{DEFAULT_CACHE_SIZE, FINISH_TIME, REFRESH_TIME};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::health::{SinkHealth, Step};
-use crate::sink::{Abandoned, Attempts, Jitter, Next, RetryPolicy, SinkCalls, Verdict, WriteError, Written};
+use crate::sink::{Abandoned, Attempts, Jitter, Next, RetryPolicy, SinkCalls, Verdict, WriteError, WriteStats};
 use crate::time::Time;
 
 #[derive(Clone, Copy, Debug)]
@@ -80,17 +80,7 @@ pub struct EngineStats {
     /// Sink calls by verb and result (a patch that finds nothing and its create are two calls), retries and
     /// events given up: shown by the broadcaster's stats as core/v1's are.
     #[serde(skip)]
-    pub sink_creates: u64,
-    #[serde(skip)]
-    pub sink_create_errors: u64,
-    #[serde(skip)]
-    pub sink_patches: u64,
-    #[serde(skip)]
-    pub sink_patch_errors: u64,
-    #[serde(skip)]
-    pub retries: u64,
-    #[serde(skip)]
-    pub abandoned: u64,
+    pub writes: WriteStats,
     pub finish_rounds: u64,
     pub refresh_rounds: u64,
     /// Events still waiting for a retry.
@@ -161,10 +151,7 @@ impl SeriesEngine {
             cache: self.cache.stats(),
             pending_retries: self.pending.len() as u64,
             cache_len: self.cache.len() as u64,
-            sink_creates: self.calls.get(Written::Created, true),
-            sink_create_errors: self.calls.get(Written::Created, false),
-            sink_patches: self.calls.get(Written::Patched, true),
-            sink_patch_errors: self.calls.get(Written::Patched, false),
+            writes: self.calls.write_stats(self.stats.writes.retries, self.stats.writes.abandoned),
             ..self.stats
         }
     }
@@ -213,7 +200,7 @@ impl SeriesEngine {
 
     /// Counts an event given up, and tells the sink's health.
     fn gave_up(&mut self, event: &EventV1, e: &WriteError, why: &Abandoned, tries: u32) {
-        self.stats.abandoned += 1;
+        self.stats.writes.abandoned += 1;
         self.failed(event, e, Step::GiveUp(why), tries);
     }
 
@@ -232,7 +219,7 @@ impl SeriesEngine {
         match attempts.after_failure(e.clone(), &self.options.retry, false, &mut self.rng) {
             Next::Abandon(why) => self.gave_up(&event, &e, &why, attempts.tries),
             Next::SleepThenRetry { delay_nanos } => {
-                self.stats.retries += 1;
+                self.stats.writes.retries += 1;
                 let left = self.options.retry.max_tries.saturating_sub(attempts.tries);
                 self.failed(&event, &e, Step::Retry { in_nanos: delay_nanos, tries_left: Some(left) }, attempts.tries);
                 let at = self.clock.now()?.add_nanos(delay_nanos);

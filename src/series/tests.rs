@@ -339,7 +339,7 @@ fn retries_are_scheduled_on_the_clock_with_jitter() {
     assert_eq!(store.calls.len(), 3);
     assert_eq!(store.events.len(), 1);
     let st = eng.stats();
-    assert_eq!((st.retries, st.write_errors, st.writes_ok, st.pending_retries), (2, 2, 1, 0));
+    assert_eq!((st.writes.retries, st.write_errors, st.writes_ok, st.pending_retries), (2, 2, 1, 0));
 
     // Twelve failures in all, then the event is given up.
     let mut eng = engine(&clock, 16);
@@ -350,7 +350,7 @@ fn retries_are_scheduled_on_the_clock_with_jitter() {
         eng.run_due(&mut store).unwrap();
     }
     assert_eq!(store.calls.iter().filter(|c| c.0 == "create").count(), DEFAULT_MAX_TRIES as usize);
-    assert_eq!(eng.stats().abandoned, 1);
+    assert_eq!(eng.stats().writes.abandoned, 1);
 }
 
 #[test]
@@ -515,7 +515,11 @@ fn record_event_to_sink_through_the_engine() {
         }
         assert_eq!(store.events.values().collect::<Vec<_>>(), [&expected], "{name}");
         let st = eng.stats();
-        assert_eq!((st.writes_ok, st.write_errors, st.retries, st.pending_retries), (ok, failed, 0, 0), "{name}");
+        assert_eq!(
+            (st.writes_ok, st.write_errors, st.writes.retries, st.pending_retries),
+            (ok, failed, 0, 0),
+            "{name}"
+        );
     }
 }
 
@@ -526,7 +530,7 @@ fn a_series_whose_create_conflicts_is_retried_on_the_clock() {
     store.fail = vec![WriteError::status(404, "not found"), WriteError::status(409, "already exists")];
     eng.write(with_series(plain()), &mut store).unwrap();
     let st = eng.stats();
-    assert_eq!((st.write_errors, st.retries, st.pending_retries), (1, 1, 1));
+    assert_eq!((st.write_errors, st.writes.retries, st.pending_retries), (1, 1, 1));
     let due = eng.next_due();
     assert!(due >= T0.add_nanos(10 * S) && due <= T0.add_nanos(12_500_000_000), "{due:?}");
     eng.run_due_at(due.add_nanos(-1), &mut store).unwrap();
@@ -536,8 +540,8 @@ fn a_series_whose_create_conflicts_is_retried_on_the_clock() {
     assert_eq!(verbs, ["patch", "create", "patch", "create"]);
     assert_eq!(store.events.values().collect::<Vec<_>>(), [&with_series(plain())]);
     let st = eng.stats();
-    assert_eq!((st.writes_ok, st.pending_retries, st.abandoned), (1, 0, 0));
-    assert_eq!((st.sink_patch_errors, st.sink_create_errors, st.sink_creates), (2, 1, 1));
+    assert_eq!((st.writes_ok, st.pending_retries, st.writes.abandoned), (1, 0, 0));
+    assert_eq!((st.writes.patch_errors, st.writes.create_errors, st.writes.created), (2, 1, 1));
 }
 
 // TestFinishSeries, in the engine's finish round: a series last seen more than six minutes ago gets its last
@@ -586,7 +590,7 @@ fn refresh_existing_event_series_in_the_engines_round() {
         let st = eng.stats();
         assert_eq!((st.cache_len, st.refresh_rounds, st.cache.refresh_writes), (1, 2, 1), "{fail:?}");
         let failed = u64::from(fail.is_some());
-        assert_eq!((st.write_errors, st.retries, st.pending_retries), (failed, 0, 0), "{fail:?}");
+        assert_eq!((st.write_errors, st.writes.retries, st.pending_retries), (failed, 0, 0), "{fail:?}");
     }
 }
 
@@ -604,6 +608,6 @@ fn shutdown_gives_a_pending_retry_one_last_attempt() {
         assert_eq!(store.calls.len(), 2);
         assert_eq!(store.events.len(), stored);
         let st = eng.stats();
-        assert_eq!((st.abandoned, st.pending_retries, st.retries), (abandoned, 0, 1));
+        assert_eq!((st.writes.abandoned, st.pending_retries, st.writes.retries), (abandoned, 0, 1));
     }
 }

@@ -180,12 +180,12 @@ fn shutdown_writes_the_queue_then_the_retries_then_the_series() {
         ]
     );
     let st = b.stats();
-    assert_eq!((st.engine.pending_retries, st.engine.cache_len, st.abandoned, st.pending), (0, 0, 0, 0));
+    assert_eq!((st.engine.pending_retries, st.engine.cache_len, st.writes.abandoned, st.pending), (0, 0, 0, 0));
     record(&b, "late");
     let st = b.stats();
     assert_eq!((st.pipeline.received, st.pipeline.dropped_after_shutdown), (6, 1));
     // Six sink calls: four creates (the first failed) and two patches.
-    assert_eq!((st.created, st.create_errors, st.patched, st.patch_errors), (3, 1, 2, 0));
+    assert_eq!((st.writes.created, st.writes.create_errors, st.writes.patched, st.writes.patch_errors), (3, 1, 2, 0));
 }
 
 #[test]
@@ -209,7 +209,7 @@ fn retries_follow_the_classification_and_the_fake_clock() {
         idle(&b);
         assert_eq!(b.stats().engine.pending_retries, u64::from(retried), "{error}");
         given_up += u64::from(!retried);
-        assert_eq!(b.stats().abandoned, given_up, "every event given up is counted: {error}");
+        assert_eq!(b.stats().writes.abandoned, given_up, "every event given up is counted: {error}");
         // tools/events sleeps 10 s plus up to a quarter: nothing before, the retry by then.
         clock.step(10 * S - 1);
         idle(&b);
@@ -246,7 +246,7 @@ fn a_conflict_is_retried_for_a_series_only() {
     idle(&b);
     assert_eq!(sink.calls(), [call("create", "a", 1), call("patch", "a", 2), call("create", "a", 2)]);
     let st = b.stats();
-    assert_eq!((st.engine.pending_retries, st.engine.write_errors, st.abandoned), (1, 1, 0));
+    assert_eq!((st.engine.pending_retries, st.engine.write_errors, st.writes.abandoned), (1, 1, 0));
     stop(&b);
 }
 
