@@ -14,6 +14,7 @@ use kubevents::broadcaster::{EventBroadcaster, Occurrence, Options, Reporter};
 use kubevents::clock::RealClock;
 use kubevents::correlator::{CorrelatorOptions, KeyFuncs};
 use kubevents::event::{Event, EventSource, EventType, ObjectReference};
+use kubevents::pipeline::PipelineOptions;
 use kubevents::sim::JsonLines;
 use kubevents::sink::{EventSink, RetryPolicy, WriteError};
 use kubevents::time::Time;
@@ -78,12 +79,16 @@ fn bench_pipeline(c: &mut Criterion) {
             || all.clone(),
             |occurrences| {
                 let options = Options {
-                    queue_length: N,
-                    full_channel: FullChannel::Drop,
+                    pipeline: PipelineOptions {
+                        name: "bench".into(),
+                        queue_length: N,
+                        full_channel: FullChannel::Drop,
+                        clock: Arc::new(RealClock),
+                        catch_up_wait: kubevents::broadcaster::DEFAULT_CATCH_UP_WAIT,
+                        log_interval: kubevents::health::DEFAULT_LOG_INTERVAL_NANOS,
+                    },
                     retry: RetryPolicy::default(),
                     correlator: CorrelatorOptions::default(),
-                    clock: Arc::new(RealClock),
-                    catch_up_wait: kubevents::broadcaster::DEFAULT_CATCH_UP_WAIT,
                 };
                 let b = EventBroadcaster::new(options, Arc::new(Quiet)).unwrap();
                 b.start_recording_to_sink(Arc::new(Noop), 1, KeyFuncs::default()).unwrap();

@@ -14,7 +14,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kubevents::clock::{Clock, FakeClock};
 use kubevents::event::UuidSource;
 use kubevents::event::{EventSource, ObjectReference};
-use kubevents::series::{make_event_v1, EngineOptions, EventV1, EventV1Input, SeriesEngine, SinkV1};
+use kubevents::series::{make_event_v1, EngineOptions, EventV1, EventV1Call, SeriesEngine, SinkV1};
 use kubevents::sim::Record;
 use kubevents::sink::WriteError;
 use kubevents::time::Time;
@@ -36,18 +36,15 @@ fn make(r: &Record<'_>, uuids: &mut UuidSource) -> EventV1 {
     let mut regarding = ObjectReference::default();
     let mut source = EventSource::default();
     r.fill(&mut regarding, &mut source);
-    let input = EventV1Input {
-        regarding: &regarding,
-        related: None,
-        annotations: None,
-        type_: &r.type_,
-        reason: &r.reason,
-        action: &r.reason,
-        note: &r.message,
-        reporting_controller: &source.component,
-        reporting_instance: &source.host,
+    let call = EventV1Call {
+        regarding,
+        type_: r.type_.to_string(),
+        reason: r.reason.to_string(),
+        action: r.reason.to_string(),
+        note: r.message.to_string(),
+        ..Default::default()
     };
-    make_event_v1(&input, Time(r.t_ns), uuids).0
+    make_event_v1(call, &source.component, &source.host, Time(r.t_ns), uuids).0
 }
 
 fn engine(cache_size: usize) -> SeriesEngine {

@@ -37,6 +37,8 @@ pub trait Queue: Send + Sync {
     /// Items queued, or taken and not done yet.
     fn load(&self) -> usize;
     fn idle_at(&self, now: Time) -> bool;
+    /// Ends its consumer's wait for a fuller batch (`Lane::hurry`).
+    fn hurry(&self);
 }
 
 impl<T: Send> Queue for Lane<T> {
@@ -49,11 +51,17 @@ impl<T: Send> Queue for Lane<T> {
     fn idle_at(&self, now: Time) -> bool {
         self.is_idle(now)
     }
+    fn hurry(&self) {
+        Lane::hurry(self)
+    }
 }
 
 /// Under pressure, one recorder call in this many looks for drops at the watchers' queues: summing them
 /// takes their locks, and a queue of 1000 fills in more calls than that (`end_shutdown` looks too).
 pub const DROP_CHECK_EVERY: u64 = 64;
+
+/// How long `wait_idle` polls every 160 µs at most before it backs off to every millisecond.
+const IDLE_FINE_POLLS: Duration = Duration::from_millis(20);
 
 /// How often at most the recorders of a broadcaster warn that they are dropping events.
 pub const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(10);
@@ -427,7 +435,8 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Pipeline<I, O> {
 
     /// Waits until `is_idle`, or the timeout; returns whether idle.
     pub fn wait_idle(&self, timeout: Option<Duration>) -> bool {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let start = Instant::now();
+        let deadline = timeout.map(|t| start + t);
         let mut pause = Duration::from_micros(20);
         loop {
             if self.is_idle() {
@@ -436,9 +445,21 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Pipeline<I, O> {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return false;
             }
+            // A consumer lingering for a fuller batch would only make this wait longer.
+            self.hurry();
             std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(1));
+            // Most waits are short (a test that steps a FakeClock): fine polls for them, coarse ones later.
+            let cap =
+                if start.elapsed() < IDLE_FINE_POLLS { Duration::from_micros(160) } else { Duration::from_millis(1) };
+            pause = (pause * 2).min(cap);
         }
+    }
+
+    /// Ends every consumer's wait for a fuller batch.
+    fn hurry(&self) {
+        self.mux.hurry();
+        lock(&self.watcher_lanes).iter().for_each(|l| l.hurry());
+        lock(&self.queues).iter().for_each(|q| q.hurry());
     }
 
     /// Stops accepting events: the distribution thread distributes what is queued and closes the watchers'

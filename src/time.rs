@@ -5,8 +5,6 @@
 //! nanoseconds. Formatting is written out by hand because it sits on the correlator's hot path (every repeat
 //! formats `lastTimestamp` into a patch); parsing uses the `time` crate.
 
-use std::fmt::Write as _;
-
 use serde::{Deserialize, Deserializer, Serializer};
 
 pub const NANOS_PER_SECOND: i64 = 1_000_000_000;
@@ -88,13 +86,24 @@ impl Time {
         out.extend(self.rfc3339_bytes().iter().map(|&c| char::from(c)));
     }
 
-    /// `2006-01-02T15:04:05.000000Z`, as `metav1.MicroTime` writes it.
-    pub fn write_rfc3339_micro(self, out: &mut String) {
+    /// `2006-01-02T15:04:05.000000Z` (RFC 3339, microseconds, UTC), as `metav1.MicroTime` writes it.
+    pub fn rfc3339_micro_bytes(self) -> [u8; 27] {
         let (secs, nanos) = split(self.0);
-        let mut b = [0u8; 20];
+        let mut b = [0u8; 27];
         write_civil(secs, &mut b);
-        out.extend(b[..19].iter().map(|&c| char::from(c)));
-        let _ = write!(out, ".{:06}Z", nanos / 1000);
+        b[19] = b'.';
+        let mut micros = nanos / 1000;
+        for digit in b[20..26].iter_mut().rev() {
+            *digit = b'0' + (micros % 10) as u8;
+            micros /= 10;
+        }
+        b[26] = b'Z';
+        b
+    }
+
+    pub fn write_rfc3339_micro(self, out: &mut String) {
+        // Every byte is ASCII.
+        out.extend(self.rfc3339_micro_bytes().iter().map(|&c| char::from(c)));
     }
 
     /// UTC calendar fields: (year, month, day, hour, minute, second, nanosecond).
@@ -170,7 +179,7 @@ fn put2(out: &mut [u8], at: usize, v: u32) {
 }
 
 /// Writes `YYYY-MM-DDTHH:MM:SS` into the first 19 bytes.
-fn write_civil(secs: i64, out: &mut [u8; 20]) {
+fn write_civil(secs: i64, out: &mut [u8]) {
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400) as u32;
     let (y, m, d) = civil_from_days(days);
@@ -315,6 +324,12 @@ mod tests {
     fn formats_microseconds() {
         assert_eq!(Time(1_704_067_201_123_456_789).to_rfc3339_micro(), "2024-01-01T00:00:01.123456Z");
         assert_eq!(Time(-1).to_rfc3339_micro(), "1969-12-31T23:59:59.999999Z");
+        assert_eq!(Time(1_704_067_201_000_999_999).to_rfc3339_micro(), "2024-01-01T00:00:01.000999Z");
+        assert_eq!(Time(i64::MAX).to_rfc3339_micro(), "2262-04-11T23:47:16.854775Z");
+        assert_eq!(Time(i64::MIN).to_rfc3339_micro(), "1677-09-21T00:12:43.145224Z");
+        for t in [Time(0), Time(1_704_067_201_123_456_000), Time(-1_000)] {
+            assert_eq!(Time::parse_rfc3339(&t.to_rfc3339_micro()), Ok(t));
+        }
     }
 
     #[test]

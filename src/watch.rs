@@ -282,6 +282,14 @@ impl<T> Lane<T> {
         lock(&self.state).activity = a;
     }
 
+    /// Ends the consumer's wait for a fuller batch, for someone who waits for the queue to empty.
+    pub fn hurry(&self) {
+        let s = lock(&self.state);
+        if !s.items.is_empty() {
+            self.ready.notify_all();
+        }
+    }
+
     /// No more items; the consumer drains the queue and then sees the end.
     pub fn close(&self) {
         let mut s = lock(&self.state);
@@ -555,6 +563,14 @@ impl<I: Send + 'static, O: Clone + Send + 'static> Broadcaster<I, O> {
     /// Items waiting in the incoming queue.
     pub fn queued(&self) -> usize {
         lock(&self.shared.incoming).items
+    }
+
+    /// Ends the distribution thread's wait for more items, for someone who waits for the queue to empty.
+    pub fn hurry(&self) {
+        let inc = lock(&self.shared.incoming);
+        if !inc.queue.is_empty() {
+            self.shared.ready.notify_one();
+        }
     }
 
     /// Nothing waits in the incoming queue and nothing is being distributed.

@@ -17,6 +17,7 @@ use pyo3::types::{PyDict, PyMapping, PyString};
 
 use super::clock::to_time;
 use crate::event::{Event, EventSeries, EventSource, ObjectMeta, ObjectReference};
+use crate::series::EventV1;
 use crate::sim::Record;
 use crate::time::Time;
 
@@ -203,6 +204,14 @@ fn py_time<'py>(py: Python<'py>, t: Time) -> PyResult<Bound<'py, PyString>> {
     ascii_str(py, &t.rfc3339_bytes())
 }
 
+/// `metav1.MicroTime` as JSON writes it, `2006-01-02T15:04:05.000000Z`; Go's zero time (`None`) as null.
+fn py_micro_time(py: Python<'_>, t: Option<Time>) -> PyResult<Bound<'_, PyAny>> {
+    match t {
+        Some(t) => ascii_str(py, &t.rfc3339_micro_bytes()).map(Bound::into_any),
+        None => Ok(py.None().into_bound(py)),
+    }
+}
+
 /// Sets `key` unless `v` is empty (Go's `omitempty`).
 pub(super) fn set_str(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, v: &str) -> PyResult<()> {
     match omit_empty(d.py(), v)? {
@@ -220,10 +229,6 @@ fn omit_empty<'py>(py: Python<'py>, v: &str) -> PyResult<Option<Bound<'py, PyAny
     }
 }
 
-pub(super) fn time_str(t: Option<Time>, micro: bool) -> Option<String> {
-    t.map(|t| if micro { t.to_rfc3339_micro() } else { t.to_rfc3339() })
-}
-
 /// A dict key and its value; None leaves the key out.
 type Field<'a, 'py> = (&'a Bound<'py, PyString>, Option<Bound<'py, PyAny>>);
 
@@ -238,6 +243,7 @@ const MAX_SHAPES: usize = 64;
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Shape {
     Event,
+    EventV1,
     Reference,
 }
 
@@ -297,19 +303,19 @@ pub(super) fn meta_to_py<'py>(py: Python<'py>, m: &ObjectMeta) -> PyResult<Bound
     Ok(meta)
 }
 
-pub(super) fn source_to_py<'py>(py: Python<'py>, s: &EventSource) -> PyResult<Bound<'py, PyDict>> {
+fn source_to_py<'py>(py: Python<'py>, s: &EventSource) -> PyResult<Bound<'py, PyDict>> {
     let source = PyDict::new(py);
     set_str(&source, intern!(py, "component"), &s.component)?;
     set_str(&source, intern!(py, "host"), &s.host)?;
     Ok(source)
 }
 
-pub(super) fn series_to_py<'py>(py: Python<'py>, s: &EventSeries) -> PyResult<Bound<'py, PyDict>> {
+fn series_to_py<'py>(py: Python<'py>, s: &EventSeries) -> PyResult<Bound<'py, PyDict>> {
     let sd = PyDict::new(py);
     if s.count != 0 {
         sd.set_item(intern!(py, "count"), s.count)?;
     }
-    sd.set_item(intern!(py, "lastObservedTime"), time_str(s.last_observed_time, true))?;
+    sd.set_item(intern!(py, "lastObservedTime"), py_micro_time(py, s.last_observed_time)?)?;
     Ok(sd)
 }
 
@@ -335,7 +341,7 @@ pub fn event_to_py<'py>(py: Python<'py>, e: &Event) -> PyResult<Bound<'py, PyDic
         (intern!(py, "lastTimestamp"), always(last)),
         (intern!(py, "count"), (e.count != 0).then(|| e.count.into_pyobject(py)).transpose()?.map(Bound::into_any)),
         (intern!(py, "type"), omit_empty(py, &e.type_)?),
-        (intern!(py, "eventTime"), always(time_str(e.event_time, true).map(|t| py_str(py, &t)).transpose()?)),
+        (intern!(py, "eventTime"), Some(py_micro_time(py, e.event_time)?)),
         (intern!(py, "series"), e.series.as_ref().map(|s| series_to_py(py, s)).transpose()?.map(Bound::into_any)),
         (intern!(py, "action"), omit_empty(py, &e.action)?),
         (intern!(py, "related"), e.related.as_ref().map(|r| reference_to_py(py, r)).transpose()?.map(Bound::into_any)),
@@ -343,6 +349,43 @@ pub fn event_to_py<'py>(py: Python<'py>, e: &Event) -> PyResult<Bound<'py, PyDic
         (intern!(py, "reportingInstance"), Some(py_str(py, &e.reporting_instance)?.into_any())),
     ];
     dict_of(py, Shape::Event, &fields)
+}
+
+/// An events.k8s.io/v1 Event as a dict of its JSON shape, key for key as `EventV1` serializes (by hand:
+/// every write crosses here, and `pythonize` costs it nearly twice as much, see BENCHMARKS.md).
+pub fn event_v1_to_py<'py>(py: Python<'py>, e: &EventV1) -> PyResult<Bound<'py, PyDict>> {
+    let to_py = |t: Time| py_time(py, t).map(Bound::into_any);
+    let source = &e.deprecated_source;
+    let fields = [
+        (intern!(py, "apiVersion"), omit_empty(py, &e.api_version)?),
+        (intern!(py, "kind"), omit_empty(py, &e.kind)?),
+        (intern!(py, "metadata"), Some(meta_to_py(py, &e.metadata)?.into_any())),
+        // Written even when unset (null), as Go writes struct-valued fields.
+        (intern!(py, "eventTime"), Some(py_micro_time(py, e.event_time)?)),
+        (intern!(py, "series"), e.series.as_ref().map(|s| series_to_py(py, s)).transpose()?.map(Bound::into_any)),
+        (intern!(py, "reportingController"), omit_empty(py, &e.reporting_controller)?),
+        (intern!(py, "reportingInstance"), omit_empty(py, &e.reporting_instance)?),
+        (intern!(py, "action"), omit_empty(py, &e.action)?),
+        (intern!(py, "reason"), omit_empty(py, &e.reason)?),
+        (intern!(py, "regarding"), Some(reference_to_py(py, &e.regarding)?.into_any())),
+        (intern!(py, "related"), e.related.as_ref().map(|r| reference_to_py(py, r)).transpose()?.map(Bound::into_any)),
+        (intern!(py, "note"), omit_empty(py, &e.note)?),
+        (intern!(py, "type"), omit_empty(py, &e.type_)?),
+        (
+            intern!(py, "deprecatedSource"),
+            (!source.component.is_empty() || !source.host.is_empty())
+                .then(|| source_to_py(py, source))
+                .transpose()?
+                .map(Bound::into_any),
+        ),
+        (intern!(py, "deprecatedFirstTimestamp"), e.deprecated_first_timestamp.map(to_py).transpose()?),
+        (intern!(py, "deprecatedLastTimestamp"), e.deprecated_last_timestamp.map(to_py).transpose()?),
+        (
+            intern!(py, "deprecatedCount"),
+            (e.deprecated_count != 0).then(|| e.deprecated_count.into_pyobject(py)).transpose()?.map(Bound::into_any),
+        ),
+    ];
+    dict_of(py, Shape::EventV1, &fields)
 }
 
 const RECORD_KEYS: [&str; 8] =

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use super::broadcaster::format_message;
-use super::convert::{meta_to_py, reference_to_py, series_to_py, set_str, source_to_py, time_str, type_name};
+use super::convert::{event_v1_to_py, type_name};
 use super::errors::{int_arg, int_opt, str_arg};
 use super::gil::GilTurns;
 use super::lifecycle;
@@ -31,42 +31,6 @@ use crate::watch::FullChannel;
 
 // The constructor's signature spells these defaults as literals, so that the stubs can show them.
 const _: () = assert!(DEFAULT_MAX_TRIES == 12 && DEFAULT_CACHE_SIZE == 4096);
-
-/// An events.k8s.io/v1 Event as a dict of its JSON shape, key for key as `EventV1` serializes (by hand, with
-/// interned keys: every write crosses here, and `pythonize` costs it nearly twice as much, see BENCHMARKS.md).
-pub fn event_v1_to_py<'py>(py: Python<'py>, e: &EventV1) -> PyResult<Bound<'py, PyAny>> {
-    let d = PyDict::new(py);
-    set_str(&d, intern!(py, "apiVersion"), &e.api_version)?;
-    set_str(&d, intern!(py, "kind"), &e.kind)?;
-    d.set_item(intern!(py, "metadata"), meta_to_py(py, &e.metadata)?)?;
-    d.set_item(intern!(py, "eventTime"), time_str(e.event_time, true))?;
-    if let Some(s) = &e.series {
-        d.set_item(intern!(py, "series"), series_to_py(py, s)?)?;
-    }
-    set_str(&d, intern!(py, "reportingController"), &e.reporting_controller)?;
-    set_str(&d, intern!(py, "reportingInstance"), &e.reporting_instance)?;
-    set_str(&d, intern!(py, "action"), &e.action)?;
-    set_str(&d, intern!(py, "reason"), &e.reason)?;
-    d.set_item(intern!(py, "regarding"), reference_to_py(py, &e.regarding)?)?;
-    if let Some(r) = &e.related {
-        d.set_item(intern!(py, "related"), reference_to_py(py, r)?)?;
-    }
-    set_str(&d, intern!(py, "note"), &e.note)?;
-    set_str(&d, intern!(py, "type"), &e.type_)?;
-    if !e.deprecated_source.component.is_empty() || !e.deprecated_source.host.is_empty() {
-        d.set_item(intern!(py, "deprecatedSource"), source_to_py(py, &e.deprecated_source)?)?;
-    }
-    if let Some(t) = e.deprecated_first_timestamp {
-        d.set_item(intern!(py, "deprecatedFirstTimestamp"), t.to_rfc3339())?;
-    }
-    if let Some(t) = e.deprecated_last_timestamp {
-        d.set_item(intern!(py, "deprecatedLastTimestamp"), t.to_rfc3339())?;
-    }
-    if e.deprecated_count != 0 {
-        d.set_item(intern!(py, "deprecatedCount"), e.deprecated_count)?;
-    }
-    Ok(d.into_any())
-}
 
 /// A dict of the events.k8s.io/v1 Event JSON shape.
 pub fn event_v1_from_py(v: &Bound<'_, PyAny>, what: &str) -> PyResult<EventV1> {
@@ -285,7 +249,7 @@ impl PyEventsBroadcaster {
             return Err(PyTypeError::new_err("callback must be callable"));
         }
         fn arg(py: Python<'_>, e: Arc<EventV1>) -> PyResult<Bound<'_, PyAny>> {
-            event_v1_to_py(py, &e)
+            event_v1_to_py(py, &e).map(Bound::into_any)
         }
         let s = &slf.get().shared;
         let w = s.watching.start(slf.py(), "watcher", "event watcher callback", callback, Arc::clone, arg)?;
@@ -395,7 +359,7 @@ impl PyEventsRecorder {
     fn made(&self, py: Python<'_>, call: EventV1Call) -> PyResult<()> {
         let b = &self.binding;
         b.check(None)?;
-        let ((), behind) = b.core.record(&call.input(&self.controller, &self.instance), |_| ())?;
+        let ((), behind) = b.core.record(call, &self.controller, &self.instance, |_| ())?;
         b.watching.turns.hand_over(py);
         // Never on an asyncio loop's thread, which the wait would stall, async sinks included.
         if behind && b.running_loop.bind(py).call0()?.is_none() {
@@ -477,8 +441,9 @@ pub struct PyEventsRecorderCheck;
 
 impl PyEventsRecorderCheck {
     fn made<'py>(&self, py: Python<'py>, call: EventV1Call) -> PyResult<Bound<'py, PyTuple>> {
-        let (event, _) = make_event_v1(&call.input("fake", "fake"), Time(0), &mut UuidSource::Random);
-        (call.note.as_str(), event_v1_to_py(py, &event)?).into_pyobject(py)
+        let note = call.note.clone();
+        let (event, _) = make_event_v1(call, "fake", "fake", Time(0), &mut UuidSource::Random);
+        (note, event_v1_to_py(py, &event)?).into_pyobject(py)
     }
 }
 

@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::engine::{EngineOptions, EngineStats, SeriesEngine};
 use super::event::EventV1;
-use super::make::{make_event_v1, EventV1Input};
+use super::make::{make_event_v1, EventV1Call};
 use super::record::SinkV1;
 use crate::broadcaster::BATCH_SLICE;
 use crate::clock::Clock;
@@ -145,13 +145,20 @@ impl EventsBroadcaster {
         self.shared.pipeline.clock()
     }
 
-    /// Makes the event of one occurrence at the clock's present, shows it to `seen`, and hands it to the mux
-    /// (dropped when its queue is full or the broadcaster shut down, counted either way). Returns what `seen`
-    /// returned, and whether some watcher is behind (the caller may then `relieve`).
-    pub fn record<R>(&self, input: &EventV1Input<'_>, seen: impl FnOnce(&EventV1) -> R) -> Result<(R, bool)> {
+    /// Makes the event of one occurrence reported by `controller` and `instance` at the clock's present, shows
+    /// it to `seen`, and hands it to the mux (dropped when its queue is full or the broadcaster shut down,
+    /// counted either way). Returns what `seen` returned, and whether some watcher is behind (the caller may
+    /// then `relieve`).
+    pub fn record<R>(
+        &self,
+        call: EventV1Call,
+        controller: &str,
+        instance: &str,
+        seen: impl FnOnce(&EventV1) -> R,
+    ) -> Result<(R, bool)> {
         let p = &self.shared.pipeline;
         let now = p.clock().now()?;
-        let (event, truncated) = make_event_v1(input, now, &mut UuidSource::Random);
+        let (event, truncated) = make_event_v1(call, controller, instance, now, &mut UuidSource::Random);
         if truncated {
             self.shared.truncated.fetch_add(1, Ordering::Relaxed);
         }
@@ -304,7 +311,7 @@ impl Shared {
     /// Makes the writes `decide` asked for, in slices attached once each: as core/v1's sinks, a slice lasts
     /// `BATCH_SLICE` at most, short enough not to starve a Python thread of the GIL and long enough that the
     /// hand-offs of the GIL do not cost more than the writes.
-    fn write(&self, engine: &mut SeriesEngine, sink: &mut dyn SinkV1, host: &dyn Host, writes: &mut Vec<EventV1>) {
+    fn write(&self, engine: &mut SeriesEngine, sink: &mut dyn SinkV1, host: &dyn Host, writes: &mut Vec<Arc<EventV1>>) {
         self.write_in_slices(engine, sink, host, writes, BATCH_SLICE)
     }
 
@@ -313,7 +320,7 @@ impl Shared {
         engine: &mut SeriesEngine,
         sink: &mut dyn SinkV1,
         host: &dyn Host,
-        writes: &mut Vec<EventV1>,
+        writes: &mut Vec<Arc<EventV1>>,
         slice: Duration,
     ) {
         let mut writes = writes.drain(..);
@@ -340,7 +347,7 @@ impl Shared {
         engine: &mut SeriesEngine,
         sink: &mut dyn SinkV1,
         host: &dyn Host,
-        writes: &mut Vec<EventV1>,
+        writes: &mut Vec<Arc<EventV1>>,
     ) {
         if engine.next_due() > at {
             return;
@@ -414,13 +421,11 @@ impl Shared {
             // finds that call's event counted. Deciding needs no host; the writes are made in chunks.
             let n = batch.len();
             for event in batch.drain(..) {
-                let event = Arc::try_unwrap(event).unwrap_or_else(|shared| EventV1::clone(&shared));
                 if let Some(t) = event.event_time {
                     self.run_due_at(t, &mut engine, &mut sink, host, &mut writes);
                 }
-                match engine.decide(event) {
-                    Ok(w) => writes.extend(w),
-                    Err(e) => self.note_error(host, &e),
+                if let Err(e) = engine.decide(event, &mut writes) {
+                    self.note_error(host, &e);
                 }
             }
             self.publish(&engine, writes.len());

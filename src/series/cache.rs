@@ -5,6 +5,7 @@
 //! and the rounds take the function that performs one write attempt.
 
 use std::num::NonZeroUsize;
+use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 use std::hash::BuildHasher;
@@ -35,7 +36,8 @@ pub enum WriteCause {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Write {
-    pub event: EventV1,
+    /// Shared with the cache until one of them changes it: a write keeps the event as it was decided.
+    pub event: Arc<EventV1>,
     pub cause: WriteCause,
 }
 
@@ -64,7 +66,7 @@ pub struct CacheStats {
 
 #[derive(Default)]
 struct SeriesEntry {
-    event: EventV1,
+    event: Arc<EventV1>,
     /// The series count the last write carried (1 for the create), so that eviction and shutdown write
     /// only counts the server has not seen.
     written: i32,
@@ -110,24 +112,27 @@ impl<S: BuildHasher> SeriesCache<S> {
 
     /// One occurrence at `now`: the write it needs, if any, and the writes of live series the new entry
     /// pushed out of a full cache.
-    pub fn observe(&mut self, event: EventV1, now: Time) -> (Option<Write>, Vec<Write>) {
+    pub fn observe(&mut self, event: impl Into<Arc<EventV1>>, now: Time) -> (Option<Write>, Vec<Write>) {
+        let event = event.into();
         self.stats.observed += 1;
         write_key(&event, &mut self.scratch);
         let hash = self.entries.hash(&self.scratch);
         if let Some(entry) = self.entries.get(hash, &self.scratch) {
-            if let Some(series) = entry.event.series.as_mut() {
+            // Copied only while a write not made yet (or a watcher) still holds the event.
+            let cached = Arc::make_mut(&mut entry.event);
+            if let Some(series) = cached.series.as_mut() {
                 series.count = series.count.saturating_add(1);
                 series.last_observed_time = Some(now);
                 self.stats.counted += 1;
                 return (None, Vec::new());
             }
-            entry.event.series = Some(EventSeries { count: 2, last_observed_time: Some(now) });
+            cached.series = Some(EventSeries { count: 2, last_observed_time: Some(now) });
             entry.written = 2;
             self.stats.series_started += 1;
-            return (Some(Write { event: entry.event.clone(), cause: WriteCause::SeriesStart }), Vec::new());
+            return (Some(Write { event: Arc::clone(&entry.event), cause: WriteCause::SeriesStart }), Vec::new());
         }
         self.stats.created += 1;
-        let first = Write { event: event.clone(), cause: WriteCause::First };
+        let first = Write { event: Arc::clone(&event), cause: WriteCause::First };
         let mut evicted = Vec::new();
         if let Some(old) = self.entries.push(hash, &self.scratch, SeriesEntry { event, written: 1 }) {
             self.stats.evicted += 1;
@@ -184,7 +189,7 @@ impl<S: BuildHasher> SeriesCache<S> {
             if let (false, Some(e)) = (retry, self.entries.peek_mut(hash, &key)) {
                 e.written = count;
                 if let Some(server) = answer {
-                    e.event = server;
+                    e.event = Arc::new(server);
                 }
             }
         }

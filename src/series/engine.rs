@@ -89,7 +89,7 @@ pub struct EngineStats {
 }
 
 struct PendingWrite {
-    event: EventV1,
+    event: Arc<EventV1>,
     attempts: Attempts,
 }
 
@@ -165,26 +165,31 @@ impl SeriesEngine {
     /// One occurrence (`recordToSink`): the writes it needs are attempted now. The occurrence is dated by
     /// its `eventTime` (client-go reads its clock when the goroutine gets to it), the clock's present when
     /// it has none.
-    pub fn observe(&mut self, event: EventV1, sink: &mut dyn SinkV1) -> Result<()> {
-        for e in self.decide(event)? {
+    pub fn observe(&mut self, event: impl Into<Arc<EventV1>>, sink: &mut dyn SinkV1) -> Result<()> {
+        let mut writes = Vec::new();
+        self.decide(event, &mut writes)?;
+        for e in writes {
             self.write(e, sink)?;
         }
         Ok(())
     }
 
-    /// `observe` without the writes: the events to write, in order, each to be passed to `write`.
-    pub fn decide(&mut self, event: EventV1) -> Result<Vec<EventV1>> {
+    /// `observe` without the writes: appends the events to write to `out`, in order, each to be passed to
+    /// `write`.
+    pub fn decide(&mut self, event: impl Into<Arc<EventV1>>, out: &mut Vec<Arc<EventV1>>) -> Result<()> {
+        let event = event.into();
         let now = match event.event_time {
             Some(t) => t,
             None => self.clock.now()?,
         };
         let (write, evicted) = self.cache.observe(event, now);
-        Ok(evicted.into_iter().chain(write).map(|w| w.event).collect())
+        out.extend(evicted.into_iter().chain(write).map(|w| w.event));
+        Ok(())
     }
 
     /// The first attempt at a write `decide` asked for.
-    pub fn write(&mut self, event: EventV1, sink: &mut dyn SinkV1) -> Result<()> {
-        self.attempt(event, Attempts { tries: 0, jitter: Jitter::Quarter }, sink)
+    pub fn write(&mut self, event: impl Into<Arc<EventV1>>, sink: &mut dyn SinkV1) -> Result<()> {
+        self.attempt(event.into(), Attempts { tries: 0, jitter: Jitter::Quarter }, sink)
     }
 
     fn record(&mut self, sink: &mut dyn SinkV1, event: &EventV1) -> Recorded {
@@ -211,7 +216,7 @@ impl SeriesEngine {
     }
 
     /// `attemptRecording` without blocking: a retryable failure is scheduled a jittered sleep later.
-    fn attempt(&mut self, event: EventV1, mut attempts: Attempts, sink: &mut dyn SinkV1) -> Result<()> {
+    fn attempt(&mut self, event: Arc<EventV1>, mut attempts: Attempts, sink: &mut dyn SinkV1) -> Result<()> {
         let Some(e) = self.record(sink, &event).error else {
             self.succeeded(&event, attempts.tries);
             return Ok(());
@@ -281,7 +286,7 @@ impl SeriesEngine {
 
     /// Counts a round's single attempts (no retry loop, as in client-go's rounds): a retryable failure waits
     /// for the next round, `period` later; any other is given up.
-    fn rounds_done(&mut self, writes: Vec<(EventV1, Option<WriteError>)>, period: i64) {
+    fn rounds_done(&mut self, writes: Vec<(Arc<EventV1>, Option<WriteError>)>, period: i64) {
         for (event, error) in writes {
             match error {
                 None => {

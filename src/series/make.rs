@@ -15,23 +15,9 @@ pub const NOTE_LENGTH_LIMIT: usize = 1024;
 /// What kube-scheduler appends to a note it cut.
 const TRUNCATION_SUFFIX: &str = " ...";
 
-/// Everything `makeEvent` needs besides the clock reading, borrowed.
-#[derive(Clone, Copy, Debug)]
-pub struct EventV1Input<'a> {
-    pub regarding: &'a ObjectReference,
-    pub related: Option<&'a ObjectReference>,
-    pub annotations: Option<&'a BTreeMap<String, String>>,
-    pub type_: &'a str,
-    pub reason: &'a str,
-    pub action: &'a str,
-    pub note: &'a str,
-    pub reporting_controller: &'a str,
-    pub reporting_instance: &'a str,
-}
-
-/// One recorder call's arguments, owned: what a recorder checked, for `input` to lend with its controller and
-/// instance.
-#[derive(Clone, Debug)]
+/// One recorder call's arguments, checked: what `makeEvent` needs besides the reporting controller and
+/// instance and the clock reading. Owned, so that the event takes its strings over rather than copying them.
+#[derive(Clone, Debug, Default)]
 pub struct EventV1Call {
     pub regarding: ObjectReference,
     pub related: Option<ObjectReference>,
@@ -40,22 +26,6 @@ pub struct EventV1Call {
     pub reason: String,
     pub action: String,
     pub note: String,
-}
-
-impl EventV1Call {
-    pub fn input<'a>(&'a self, reporting_controller: &'a str, reporting_instance: &'a str) -> EventV1Input<'a> {
-        EventV1Input {
-            regarding: &self.regarding,
-            related: self.related.as_ref(),
-            annotations: self.annotations.as_ref(),
-            type_: &self.type_,
-            reason: &self.reason,
-            action: &self.action,
-            note: &self.note,
-            reporting_controller,
-            reporting_instance,
-        }
-    }
 }
 
 /// Cuts a note longer than the server's limit to at most `NOTE_LENGTH_LIMIT` bytes: the longest prefix that
@@ -77,33 +47,41 @@ pub fn truncate_note(note: &str) -> Option<String> {
     Some(out)
 }
 
-/// Builds the event as client-go does at instant `now`: name `GenerateEventName(regarding.name, now)`,
-/// namespace that of `regarding` or `default`, `eventTime` = `now`, no series. Unlike client-go (which takes
-/// `eventTime` from the wall clock and the name from its clock) both come from the one reading. The second
-/// value tells whether the note was cut to the server's limit.
-pub fn make_event_v1(input: &EventV1Input<'_>, now: Time, uuids: &mut UuidSource) -> (EventV1, bool) {
-    let r = input.regarding;
-    let truncated = truncate_note(input.note);
-    let was_truncated = truncated.is_some();
+/// Builds the event of `call` as client-go does at instant `now`: name `GenerateEventName(regarding.name,
+/// now)`, namespace that of `regarding` or `default`, `eventTime` = `now`, no series. Unlike client-go (which
+/// takes `eventTime` from the wall clock and the name from its clock) both come from the one reading. The
+/// second value tells whether the note was cut to the server's limit.
+pub fn make_event_v1(
+    call: EventV1Call,
+    reporting_controller: &str,
+    reporting_instance: &str,
+    now: Time,
+    uuids: &mut UuidSource,
+) -> (EventV1, bool) {
+    let r = call.regarding;
+    let (note, truncated) = match truncate_note(&call.note) {
+        Some(cut) => (cut, true),
+        None => (call.note, false),
+    };
     let event = EventV1 {
         metadata: ObjectMeta {
             name: generate_event_name(&r.name, now.unix_nanos(), || uuids.next_uuid()),
             namespace: if r.namespace.is_empty() { NAMESPACE_DEFAULT.to_owned() } else { r.namespace.clone() },
-            annotations: input.annotations.cloned().unwrap_or_default(),
+            annotations: call.annotations.unwrap_or_default(),
             ..Default::default()
         },
         event_time: Some(now),
-        reporting_controller: input.reporting_controller.to_owned(),
-        reporting_instance: input.reporting_instance.to_owned(),
-        action: input.action.to_owned(),
-        reason: input.reason.to_owned(),
-        regarding: r.clone(),
-        related: input.related.cloned(),
-        note: truncated.unwrap_or_else(|| input.note.to_owned()),
-        type_: input.type_.to_owned(),
+        reporting_controller: reporting_controller.to_owned(),
+        reporting_instance: reporting_instance.to_owned(),
+        action: call.action,
+        reason: call.reason,
+        regarding: r,
+        related: call.related,
+        note,
+        type_: call.type_,
         ..Default::default()
     };
-    (event, was_truncated)
+    (event, truncated)
 }
 
 #[cfg(test)]
@@ -122,18 +100,19 @@ mod tests {
         }
     }
 
-    fn input<'a>(regarding: &'a ObjectReference, note: &'a str) -> EventV1Input<'a> {
-        EventV1Input {
-            regarding,
-            related: None,
-            annotations: None,
-            type_: "Normal",
-            reason: "Started",
-            action: "starting",
-            note,
-            reporting_controller: "c1",
-            reporting_instance: "i1",
+    fn call(regarding: &ObjectReference, note: &str) -> EventV1Call {
+        EventV1Call {
+            regarding: regarding.clone(),
+            type_: "Normal".into(),
+            reason: "Started".into(),
+            action: "starting".into(),
+            note: note.into(),
+            ..Default::default()
         }
+    }
+
+    fn make(call: EventV1Call, now: Time, uuids: &mut UuidSource) -> (EventV1, bool) {
+        make_event_v1(call, "c1", "i1", now, uuids)
     }
 
     // tools/events TestEventf, at FakeClock 2023-01-01T12:00:00Z.
@@ -141,7 +120,7 @@ mod tests {
     fn builds_the_event_client_go_builds() {
         let now = Time::from_civil(2023, 1, 1, 12, 0, 0, 0).unwrap();
         let regarding = pod();
-        let (ev, cut) = make_event_v1(&input(&regarding, "Pod started"), now, &mut UuidSource::Random);
+        let (ev, cut) = make(call(&regarding, "Pod started"), now, &mut UuidSource::Random);
         assert!(!cut);
         assert_eq!(ev.metadata.name, "pod1.17362d8e1c698000");
         assert_eq!(ev.metadata.namespace, "ns1");
@@ -158,8 +137,9 @@ mod tests {
             ..Default::default()
         };
         let note = "Pod failed to schedule on node1: not enough resources";
-        let with_related = EventV1Input { related: Some(&node), type_: "Warning", ..input(&regarding, note) };
-        let (ev, _) = make_event_v1(&with_related, now, &mut UuidSource::Random);
+        let with_related =
+            EventV1Call { related: Some(node.clone()), type_: "Warning".into(), ..call(&regarding, note) };
+        let (ev, _) = make(with_related, now, &mut UuidSource::Random);
         assert_eq!(ev.related.as_ref(), Some(&node));
         assert_eq!(ev.note, note);
 
@@ -170,11 +150,11 @@ mod tests {
             api_version: "networking.k8s.io/v1".into(),
             ..Default::default()
         };
-        let (ev, _) = make_event_v1(&input(&ip, "n"), now, &mut UuidSource::seeded(1));
+        let (ev, _) = make(call(&ip, "n"), now, &mut UuidSource::seeded(1));
         assert_eq!(ev.metadata.namespace, "default");
         assert!(uuid::Uuid::parse_str(&ev.metadata.name).is_ok(), "{}", ev.metadata.name);
         let long = ObjectReference { name: "x".repeat(253 * 4), ..pod() };
-        let (ev, _) = make_event_v1(&input(&long, "n"), now, &mut UuidSource::seeded(1));
+        let (ev, _) = make(call(&long, "n"), now, &mut UuidSource::seeded(1));
         assert!(is_dns1123_subdomain(&ev.metadata.name));
         assert_eq!(ev.metadata.namespace, "ns1");
     }
@@ -198,7 +178,7 @@ mod tests {
         }
         let regarding = pod();
         let long = "✓".repeat(400);
-        let (ev, cut) = make_event_v1(&input(&regarding, &long), Time(1), &mut UuidSource::Random);
+        let (ev, cut) = make(call(&regarding, &long), Time(1), &mut UuidSource::Random);
         assert!(cut);
         assert_eq!(ev.note, format!("{} ...", "✓".repeat(340)));
     }

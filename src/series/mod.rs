@@ -25,7 +25,7 @@ pub use cache::{CacheStats, SeriesCache, Write, WriteCause};
 pub use engine::{EngineOptions, EngineStats, SeriesEngine};
 pub use event::EventV1;
 pub use key::write_key;
-pub use make::{make_event_v1, truncate_note, EventV1Call, EventV1Input, NOTE_LENGTH_LIMIT};
+pub use make::{make_event_v1, truncate_note, EventV1Call, NOTE_LENGTH_LIMIT};
 pub use record::{record_event, series_patch, Recorded, SinkV1};
 
 const MINUTE: i64 = 60 * crate::time::NANOS_PER_SECOND;

@@ -79,18 +79,16 @@ fn pod() -> ObjectReference {
 fn event_at(now: Time, action: &str) -> EventV1 {
     let regarding = pod();
     let related = ObjectReference { field_path: ".spec.containers[0]".into(), ..pod() };
-    let input = EventV1Input {
-        regarding: &regarding,
-        related: Some(&related),
+    let call = EventV1Call {
+        regarding,
+        related: Some(related),
         annotations: None,
-        type_: "Normal",
-        reason: "test",
-        action,
-        note: "some verbose message: 1",
-        reporting_controller: "eventTest",
-        reporting_instance: "eventTest-host",
+        type_: "Normal".into(),
+        reason: "test".into(),
+        action: action.into(),
+        note: "some verbose message: 1".into(),
     };
-    make_event_v1(&input, now, &mut UuidSource::Random).0
+    make_event_v1(call, "eventTest", "eventTest-host", now, &mut UuidSource::Random).0
 }
 
 const T0: Time = Time(1_704_067_200 * NANOS_PER_SECOND);
@@ -215,13 +213,35 @@ fn finish_series() {
     });
     assert_eq!(store.calls.len(), 1);
     assert_eq!(store.calls[0].0, "patch");
-    let observed = series_event.series.unwrap().last_observed_time.unwrap().to_rfc3339_micro();
+    let observed = series_event.series.as_ref().unwrap().last_observed_time.unwrap().to_rfc3339_micro();
     assert!(store.calls[0].2.contains(&observed));
     assert_eq!(cache.len(), 1);
     // The singleton is forgotten once it is older than six minutes; nothing is written for it.
     cache.finish_round(now.add_nanos(6 * MIN + 1), |_| panic!("no write for a singleton"));
     assert!(cache.is_empty());
     assert_eq!(cache.stats().forgotten, 1);
+}
+
+// The cache and its writes share one event until either changes it: each write must carry the event as it
+// was when it was decided, whatever is observed before it is made.
+#[test]
+fn a_write_keeps_the_event_as_it_was_decided() {
+    let mut cache = SeriesCache::new(NonZeroUsize::new(16).unwrap());
+    let e = Arc::new(event_at(T0, "started"));
+    let (first, _) = cache.observe(Arc::clone(&e), T0);
+    let first = first.unwrap();
+    assert!(Arc::ptr_eq(&first.event, &e), "the first write is the recorded event itself, not a copy");
+    let (second, _) = cache.observe(event_at(T0, "started"), T0.add_nanos(S));
+    let (third, _) = cache.observe(event_at(T0, "started"), T0.add_nanos(2 * S));
+    assert!(third.is_none());
+    assert_eq!(first.event.series, None);
+    assert_eq!(*first.event, *e);
+    let second = second.unwrap();
+    assert_eq!(second.event.series, Some(EventSeries { count: 2, last_observed_time: Some(T0.add_nanos(S)) }));
+    let drained = cache.drain();
+    assert_eq!(drained.len(), 1);
+    assert_eq!(drained[0].event.series, Some(EventSeries { count: 3, last_observed_time: Some(T0.add_nanos(2 * S)) }));
+    assert_eq!(drained[0].event.metadata.name, e.metadata.name, "a series keeps its first event");
 }
 
 // TestRefreshExistingEventSeries
@@ -477,7 +497,9 @@ fn keys_with_one_hash_are_kept_apart() {
 
 /// `decide`, then the first attempt at each write it asks for.
 fn record(eng: &mut SeriesEngine, store: &mut Store, event: EventV1) {
-    for e in eng.decide(event).unwrap() {
+    let mut writes = Vec::new();
+    eng.decide(event, &mut writes).unwrap();
+    for e in writes {
         eng.write(e, store).unwrap();
     }
 }

@@ -108,23 +108,20 @@ fn stop(b: &EventsBroadcaster) {
     assert!(b.wait_shut_down(LONG));
 }
 
-fn input<'a>(pod: &'a ObjectReference, reason: &'a str) -> EventV1Input<'a> {
-    EventV1Input {
-        regarding: pod,
-        related: None,
-        annotations: None,
-        type_: "Normal",
-        reason,
-        action: "a",
-        note: "n",
-        reporting_controller: "c",
-        reporting_instance: "i",
+fn recorder_call(pod: &ObjectReference, reason: &str) -> EventV1Call {
+    EventV1Call {
+        regarding: pod.clone(),
+        type_: "Normal".into(),
+        reason: reason.into(),
+        action: "a".into(),
+        note: "n".into(),
+        ..Default::default()
     }
 }
 
 fn record(b: &EventsBroadcaster, reason: &str) {
     let pod = ObjectReference { kind: "Pod".into(), namespace: "ns".into(), name: "p".into(), ..Default::default() };
-    b.record(&input(&pod, reason), |_| ()).unwrap();
+    b.record(recorder_call(&pod, reason), "c", "i", |_| ()).unwrap();
 }
 
 fn call(verb: &'static str, reason: &str, count: i32) -> (&'static str, String, i32) {
@@ -256,8 +253,9 @@ fn writes_are_attached_a_slice_at_a_time() {
     let b = broadcaster(&clock);
     let mut engine = lock(&b.unstarted).take().unwrap();
     let pod = ObjectReference { name: "p".into(), ..Default::default() };
-    let writes = || -> Vec<EventV1> {
-        (0..5).map(|i| make_event_v1(&input(&pod, &format!("r{i}")), T0, &mut UuidSource::Random).0).collect()
+    let writes = || -> Vec<Arc<EventV1>> {
+        let made = |i| make_event_v1(recorder_call(&pod, &format!("r{i}")), "c", "i", T0, &mut UuidSource::Random).0;
+        (0..5).map(|i| Arc::new(made(i))).collect()
     };
     // A slice that never ends: every write in one attachment; one that ends at once: one write each.
     for (slice, attached) in [(Duration::MAX, 1), (Duration::ZERO, 5)] {
@@ -367,10 +365,8 @@ fn the_structured_line_is_client_gos() {
         api_version: "v1".into(),
         ..Default::default()
     };
-    let mut i = input(&pod, "BackOff");
-    i.type_ = "Warning";
-    i.note = "say \"hi\"";
-    let (e, _) = make_event_v1(&i, T0, &mut UuidSource::Random);
+    let c = EventV1Call { type_: "Warning".into(), note: "say \"hi\"".into(), ..recorder_call(&pod, "BackOff") };
+    let (e, _) = make_event_v1(c, "c", "i", T0, &mut UuidSource::Random);
     assert_eq!(
         structured_line(&e),
         r#"Event occurred object="ns/p" kind="Pod" apiVersion="v1" type="Warning" reason="BackOff" action="a" note="say \"hi\"""#
