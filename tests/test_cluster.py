@@ -181,8 +181,13 @@ def test_a_trace_partitioned_by_source_replays_where_it_lives(small, tmp_path):
     assert part["involved.name"].to_pylist() == only(small, "kubelet", "node-1")["involved.name"].to_pylist()
 
     want = everything(kubevents.simulate(small, metrics=True, per_object=True))
-    assert everything(kubevents.simulate(root, metrics=True, per_object=True)) == want
+    here = kubevents.simulate(root, metrics=True, per_object=True)
+    assert everything(here) == want
     assert everything(kubevents.simulate(str(root), metrics=True, per_object=True, threads=1)) == want
+    # The sources replayed apart here still give the decisions of one replay of the files in order.
+    from kubevents import _partitions
+
+    assert list(here.decisions()) == list(kubevents.simulate(_partitions.read(root)).decisions())
     seen = []
 
     class Recording(ThreadPoolExecutor):
@@ -261,7 +266,7 @@ def test_a_written_cluster_storm_replays_as_cluster_storm_does(tmp_path, monkeyp
     assert everything(on_processes) == want
     assert everything(kubevents.simulate(root, metrics=True, per_object=True)) == want
 
-    # A task replays its sources a few at a time (as many as its threads), never all of them at once.
+    # A task, or a replay here, replays its sources a few at a time (as many as its threads), never all at once.
     from kubevents import _partitions
 
     replay, at_once = _partitions._replay_sources, []
@@ -273,11 +278,13 @@ def test_a_written_cluster_storm_replays_as_cluster_storm_does(tmp_path, monkeyp
 
     monkeypatch.setattr(_partitions, "_replay_sources", counting)
     for threads in (1, 2):
-        at_once.clear()
         with ThreadPoolExecutor(2) as ex:
-            sim = kubevents.simulate(root, metrics=True, per_object=True, executor=ex, chunksize=4, threads=threads)
-        assert everything(sim) == want
-        assert sum(at_once) == len(sources_of(want_table)) and max(at_once) == threads, (threads, at_once)
+            for executor in (ex, None):
+                at_once.clear()
+                sim = kubevents.simulate(root, metrics=True, per_object=True, executor=executor, threads=threads,
+                                         chunksize=4 if executor else None)
+                assert everything(sim) == want
+                assert sum(at_once) == len(sources_of(want_table)) and max(at_once) == threads, (threads, at_once)
 
 
 def test_a_cluster_storm_is_written_only_with_good_arguments(tmp_path):

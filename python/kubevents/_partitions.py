@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from typing import Any, TypeGuard, TypeVar
 
-from kubevents._native import Simulation, _merge_sources, _replay_sources, _split_sources
+from kubevents._native import Simulation, _count_option, _merge_sources, _replay_sources, _split_sources
 from kubevents._tables import _pyarrow
 
 SOURCE_KEYS = ("source_component", "source_host")
@@ -167,10 +167,10 @@ def read(root: str | os.PathLike[str], paths: Sequence[str] | None = None) -> An
     return _dataset(root, base, paths).scanner(use_threads=False).to_reader()
 
 
-def _replay_files(root: str, sources: list[list[str]], options: Mapping[str, Any]) -> list[bytes]:
-    """An executor's task: replays some sources of a partitioned dataset (each source's files), read where
-    they live, as many sources at a time as the task has threads: the task holds only those sources' records
-    and correlators, whatever the number of its sources."""
+def _replay_files(root: str | os.PathLike[str], sources: list[list[str]], options: Mapping[str, Any]) -> list[bytes]:
+    """An executor's task, or a local replay: replays some sources of a partitioned dataset (each source's
+    files), read where they live, as many sources at a time as ``options["threads"]``: memory holds only those
+    sources' records and correlators, whatever the number of sources."""
     at_once = options["threads"]
     return [_replay_sources(read(root, [p for files in sources[i : i + at_once] for p in files]), **options)
             for i in range(0, len(sources), at_once)]
@@ -233,6 +233,29 @@ def simulate_on(executor: Executor, trace: Any, options: Mapping[str, Any], chun
             futures.append(submit(_replay_table, part, task_options))
         decisions_trace = trace if _replayable(trace) else None
     return _merge_sources([part for parts in gather(futures) for part in parts], decisions_trace, **options)
+
+
+def simulate_here(root: str | os.PathLike[str], options: Mapping[str, Any], threads: int | None) -> Simulation:
+    """``simulate`` of a partitioned directory in this process, one correlator per source: the sources read
+    and replayed ``threads`` at a time (default: one per CPU), each on a thread of its own."""
+    at_once = (os.cpu_count() or 1) if threads is None else _count_option(threads, "threads")
+    _, file_groups, _ = groups(root)
+    parts = _replay_files(root, file_groups, {**options, "threads": at_once})
+    return _merge_sources(parts, _Records(root), **options)
+
+
+class _Records:
+    """The records of a partitioned dataset in file order, read a batch at a time whenever iterated: the trace
+    that ``Simulation.decisions()`` replays again."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = root
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        from kubevents._tables import to_records
+
+        for batch in read(self.root):
+            yield from to_records(batch)
 
 
 def _replayable(trace: Any) -> bool:
