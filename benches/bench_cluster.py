@@ -62,13 +62,15 @@ def rss():
 CHILD = PRELUDE + r"""
 path, mode, threads, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 metrics = sys.argv[5:] == ["metrics"]
-trace = pq.read_table(path) if mode != "partitioned" else path
+trace = pq.read_table(path) if mode not in ("partitioned", "here") else path
 best, sim = None, None
 for _ in range(repeat):
     (b0, o0), t = busy(), time.perf_counter()
     if mode == "partitioned":
         with pool(threads) as ex:
             sim = kubevents.simulate(trace, executor=ex, metrics=metrics)
+    elif mode == "here":
+        sim = kubevents.simulate(path, threads=threads, metrics=metrics)
     else:
         sim = kubevents.simulate(trace, threads=threads, correlators=mode, metrics=metrics)
     t = time.perf_counter() - t
@@ -129,24 +131,28 @@ def dataset(args: argparse.Namespace) -> None:
               f"{g['events']:,} events in {g['seconds']:.1f} s ({g['events'] / g['seconds'] / 1e6:.2f} M/s), "
               f"{size / 1e9:.2f} GB on disk; peak RSS {g['rss_mb']:.0f} MB (a worker's {g['worker_rss_mb']:.0f} MB); "
               f"other processes' CPU share {100 * g['others']:.0f} %; load average after {os.getloadavg()}\n")
-    print("| replay of the dataset | workers | metrics | seconds | events/s | peak RSS (a worker's) "
+    print("| replay of the dataset | workers or threads | metrics | seconds | events/s | peak RSS (a worker's) "
           "| other processes' CPU share |")
     print("|---|---:|---|---:|---:|---:|---:|")
     results = {}
     for metrics in (False, True) if args.metrics else (False,):
-        for workers in (1, 2):
-            r = child(root, "partitioned", workers, args.repeat, *(["metrics"] if metrics else []))
-            results[(metrics, workers)] = r
+        for mode, n in (("partitioned", 1), ("partitioned", 2), ("here", 1), ("here", 2)):
+            r = child(root, mode, n, args.repeat, *(["metrics"] if metrics else []))
+            results[(metrics, mode, n)] = r
             events = r["totals"]["events"]
-            print(f"| process pool (spawned) | {workers} | {'yes' if metrics else 'no'} | {r['seconds']:.1f} "
-                  f"| {events / r['seconds'] / 1e6:.2f} M/s | {r['rss_mb']:.0f} MB ({r['worker_rss_mb']:.0f} MB) "
-                  f"| {100 * r['others']:.0f} % |")
-        one, two = results[(metrics, 1)], results[(metrics, 2)]
-        assert one["totals"] == two["totals"] and one["metrics"] == two["metrics"]
-        print(f"\n{'with' if metrics else 'without'} metrics, 2 workers against 1: "
-              f"{one['seconds'] / two['seconds']:.2f}x; totals equal: {one['totals']}")
+            label = "process pool (spawned)" if mode == "partitioned" else "this process, threads"
+            rss = f"{r['rss_mb']:.0f} MB" + (f" ({r['worker_rss_mb']:.0f} MB)" if mode == "partitioned" else "")
+            print(f"| {label} | {n} | {'yes' if metrics else 'no'} | {r['seconds']:.1f} "
+                  f"| {events / r['seconds'] / 1e6:.2f} M/s | {rss} | {100 * r['others']:.0f} % |")
+        first = results[(metrics, "partitioned", 1)]
+        for mode in ("partitioned", "here"):
+            one, two = results[(metrics, mode, 1)], results[(metrics, mode, 2)]
+            assert one["totals"] == two["totals"] == first["totals"] and one["metrics"] == two["metrics"]
+            print(f"\n{mode}, {'with' if metrics else 'without'} metrics, 2 against 1: "
+                  f"{one['seconds'] / two['seconds']:.2f}x")
+        print(f"totals (all equal): {first['totals']}")
         if metrics:
-            print(f"metrics: {one['metrics']}")
+            print(f"metrics: {first['metrics']}")
     print(f"load average after: {os.getloadavg()}")
 
 

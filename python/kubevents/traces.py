@@ -117,7 +117,7 @@ def write_cluster_storm(root: str | os.PathLike[str], nodes: int = 200, *, seed:
     records in trace order), node by node, without making the whole trace; returns the number of records.
 
     Each node's records are made, sorted, and its kubelet's written before the next node's are made, so
-    memory holds one node's records (about 7,000 an hour, 170,000 a day) besides the records of the shared
+    memory holds one node's records (about 7,000 an hour, 165,000 a day) besides the records of the shared
     sources (``default-scheduler``, ``replicaset-controller``, ``job-controller``), which are written last,
     in time order with ties in node order as in ``cluster_storm``. Those grow with the number of pods, not
     with ``minutes``: the controllers create each node's 13 pods once and the scheduler places them once,
@@ -125,9 +125,10 @@ def write_cluster_storm(root: str | os.PathLike[str], nodes: int = 200, *, seed:
     the nodes are made and written on its workers, which must reach ``root``; each worker holds one node's
     records at a time.
 
-    ``root`` must not hold Parquet files already. A day of 1,000 nodes (``minutes=1440``) is about 170
-    million records; ``simulate(root, executor=...)`` replays it with memory bounded by the sources in
-    flight (see ``kubevents.simulate``; figures in BENCHMARKS.md, "A cluster replayed per source").
+    ``root`` must not hold Parquet files already. A day of 1,000 nodes (``minutes=1440``) is 165 million
+    records, 2 GB of Parquet; ``simulate(root)``, with an executor or without, replays it with memory bounded
+    by the sources in flight (see ``kubevents.simulate``; figures in BENCHMARKS.md, "A day of 1,000 nodes,
+    streamed to Parquet").
 
     Example: ``write_cluster_storm("cluster-day/", nodes=1000, minutes=1440, executor=ProcessPoolExecutor())``.
     """
