@@ -181,8 +181,13 @@ def test_a_trace_partitioned_by_source_replays_where_it_lives(small, tmp_path):
     assert part["involved.name"].to_pylist() == only(small, "kubelet", "node-1")["involved.name"].to_pylist()
 
     want = everything(kubevents.simulate(small, metrics=True, per_object=True))
-    assert everything(kubevents.simulate(root, metrics=True, per_object=True)) == want
+    here = kubevents.simulate(root, metrics=True, per_object=True)
+    assert everything(here) == want
     assert everything(kubevents.simulate(str(root), metrics=True, per_object=True, threads=1)) == want
+    # The sources replayed apart here still give the decisions of one replay of the files in order.
+    from kubevents import _partitions
+
+    assert list(here.decisions()) == list(kubevents.simulate(_partitions.read(root)).decisions())
     seen = []
 
     class Recording(ThreadPoolExecutor):
@@ -193,9 +198,9 @@ def test_a_trace_partitioned_by_source_replays_where_it_lives(small, tmp_path):
     with Recording(2) as ex:
         sim = kubevents.simulate(root, metrics=True, per_object=True, executor=ex, chunksize=3)
     assert everything(sim) == want
-    # Each task got file paths (read where it runs), three sources' worth.
-    assert all(len(paths) <= 3 and all(p.endswith(".parquet") for p in paths) for paths in seen)
-    assert sum(len(paths) for paths in seen) == len(sources_of(small))
+    # Each task got file paths (read where it runs), three sources' worth, each source's files apart.
+    assert all(len(task) <= 3 and all(p.endswith(".parquet") for files in task for p in files) for task in seen)
+    assert sum(len(task) for task in seen) == len(sources_of(small))
     with pytest.raises(TypeError, match="executor"):
         sim.decisions()
     rows = kubevents.sweep(root, {"burst": [5, 25]}, progress=False)
@@ -215,6 +220,84 @@ def test_a_hive_dataset_of_other_writers_replays_too(small, tmp_path):
     with ThreadPoolExecutor(2) as ex:
         sim = kubevents.simulate(tmp_path / "by-host", metrics=True, executor=ex)
     assert everything(sim, per_object=False) == want
+
+
+def read_by_source(root):
+    """Each source's records in a dataset partitioned by source, in file order, as lists of records."""
+    import pyarrow.parquet as pq
+
+    out = {}
+    for directory in sorted(root.glob("source_component=*/source_host=*")):
+        component, host = (part.split("=", 1)[1] for part in directory.parts[-2:])
+        host = "" if host == "__HIVE_DEFAULT_PARTITION__" else host
+        out[(component, host)] = pa.concat_tables(pq.read_table(f) for f in sorted(directory.glob("*.parquet")))
+    return out
+
+
+@pytest.mark.parametrize("controllers", [True, False])
+def test_a_cluster_storm_written_node_by_node_holds_cluster_storms_records(tmp_path, controllers):
+    want = traces.cluster_storm(5, seed=11, minutes=10, controllers=controllers)
+    root = tmp_path / "storm"
+    assert traces.write_cluster_storm(root, 5, seed=11, minutes=10, controllers=controllers) == want.num_rows
+    written = read_by_source(root)
+    assert sorted(written) == sources_of(want)
+    shared = {"default-scheduler", "replicaset-controller", "job-controller"} if controllers else {"default-scheduler"}
+    assert {c for c, _ in written if c != "kubelet"} == shared
+    for (component, host), table in written.items():
+        # Per source, the same records in the same order (the shared sources' ties in node order).
+        assert table.to_pylist() == only(want, component, host).drop_columns(list(_SOURCE)).to_pylist(), host
+    # The same, made on an executor's workers.
+    with ThreadPoolExecutor(2) as ex:
+        traces.write_cluster_storm(tmp_path / "pooled", 5, seed=11, minutes=10, controllers=controllers,
+                                   executor=ex)
+    assert read_by_source(tmp_path / "pooled") == written
+
+
+_SOURCE = ("source_component", "source_host")
+
+
+def test_a_written_cluster_storm_replays_as_cluster_storm_does(tmp_path, monkeypatch):
+    want_table = traces.cluster_storm(5, minutes=10)
+    want = everything(kubevents.simulate(want_table, metrics=True, per_object=True))
+    root = tmp_path / "storm"
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as ex:
+        traces.write_cluster_storm(root, 5, minutes=10, executor=ex)
+        on_processes = kubevents.simulate(root, metrics=True, per_object=True, executor=ex)
+    assert everything(on_processes) == want
+    assert everything(kubevents.simulate(root, metrics=True, per_object=True)) == want
+
+    # A task, or a replay here, replays its sources a few at a time (as many as its threads), never all at once.
+    from kubevents import _partitions
+
+    replay, at_once = _partitions._replay_sources, []
+
+    def counting(stream, **options):
+        table = pa.table(stream)
+        at_once.append(len(set(zip(*(table[k].to_pylist() for k in _SOURCE), strict=True))))
+        return replay(table, **options)
+
+    monkeypatch.setattr(_partitions, "_replay_sources", counting)
+    for threads in (1, 2):
+        with ThreadPoolExecutor(2) as ex:
+            for executor in (ex, None):
+                at_once.clear()
+                sim = kubevents.simulate(root, metrics=True, per_object=True, executor=executor, threads=threads,
+                                         chunksize=4 if executor else None)
+                assert everything(sim) == want
+                assert sum(at_once) == len(sources_of(want_table)) and max(at_once) == threads, (threads, at_once)
+
+
+def test_a_cluster_storm_is_written_only_with_good_arguments(tmp_path):
+    for nodes in (0, -1, True, 2.0, "3"):
+        with pytest.raises(ValueError, match=f"nodes must be an int >= 1, got {nodes!r}"):
+            traces.write_cluster_storm(tmp_path / "a", nodes)
+    for minutes in (0, False, 1.5):
+        with pytest.raises(ValueError, match=f"minutes must be an int >= 1, got {minutes!r}"):
+            traces.write_cluster_storm(tmp_path / "a", 1, minutes=minutes)
+    assert not (tmp_path / "a").exists()
+    traces.write_cluster_storm(tmp_path / "a", 1, minutes=1)
+    with pytest.raises(ValueError, match="holds Parquet files already"):
+        traces.write_cluster_storm(tmp_path / "a", 1, minutes=1)
 
 
 # --- a Dask cluster --------------------------------------------------------------------------------------------

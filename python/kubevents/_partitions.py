@@ -18,16 +18,17 @@ import os
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, TypeVar
 
-from kubevents._native import Simulation, _merge_sources, _replay_sources, _split_sources
+from kubevents._native import Simulation, _count_option, _merge_sources, _replay_sources, _split_sources
 from kubevents._tables import _pyarrow
 
 SOURCE_KEYS = ("source_component", "source_host")
 _NULL = "__HIVE_DEFAULT_PARTITION__"
+_T = TypeVar("_T")
 
 
-def _filesystem(root: str | os.PathLike[str]) -> tuple[Any, str]:
+def filesystem(root: str | os.PathLike[str]) -> tuple[Any, str]:
     """The pyarrow filesystem of ``root`` (a local path or a URI) and the path within it."""
     _pyarrow()
     import pyarrow.fs as pafs
@@ -48,7 +49,7 @@ def is_partitioned(trace: object) -> TypeGuard[str | os.PathLike[str]]:
         return os.path.isdir(text)
     import pyarrow.fs as pafs
 
-    fs, path = _filesystem(text)
+    fs, path = filesystem(text)
     return bool(fs.get_file_info(path).type == pafs.FileType.Directory)
 
 
@@ -61,19 +62,31 @@ def partition_by_source(trace: Any, root: str | os.PathLike[str], *, compression
     Example: ``partition_by_source(kubevents.traces.cluster_storm(nodes=50), "cluster-trace/")``.
     """
     pa = _pyarrow()
-    import pyarrow.parquet as pq
-
-    fs, base = _filesystem(root)
-    if _files(fs, base):
-        raise ValueError(f"{os.fspath(root)}: holds Parquet files already; partition into an empty directory")
+    fs, base = empty_root(root)
     sources = _split_sources(_parquet_read(trace))
     for component, host, part in sources:
-        table = pa.table(part).drop_columns(list(SOURCE_KEYS))
-        directory = "/".join([base.rstrip("/"), *(f"{k}={_encode(v)}" for k, v in zip(SOURCE_KEYS, (component, host),
-                                                                                      strict=True))])
-        fs.create_dir(directory, recursive=True)
-        pq.write_table(table, f"{directory}/part-0.parquet", filesystem=fs, compression=compression)
+        write_source(fs, base, component, host, pa.table(part), compression)
     return len(sources)
+
+
+def empty_root(root: str | os.PathLike[str]) -> tuple[Any, str]:
+    """The filesystem and path of ``root``, which must hold no Parquet files (else ``ValueError``)."""
+    fs, base = filesystem(root)
+    if _files(fs, base):
+        raise ValueError(f"{os.fspath(root)}: holds Parquet files already; partition into an empty directory")
+    return fs, base
+
+
+def write_source(fs: Any, base: str, component: str, host: str, table: Any, compression: str) -> None:
+    """Writes the records of one source (a table with or without the source columns) as its
+    ``part-0.parquet`` under ``base``."""
+    import pyarrow.parquet as pq
+
+    table = table.drop_columns([k for k in SOURCE_KEYS if k in table.column_names])
+    directory = "/".join([base.rstrip("/"), *(f"{k}={_encode(v)}" for k, v in zip(SOURCE_KEYS, (component, host),
+                                                                                  strict=True))])
+    fs.create_dir(directory, recursive=True)
+    pq.write_table(table, f"{directory}/part-0.parquet", filesystem=fs, compression=compression)
 
 
 def _parquet_read(trace: Any) -> Any:
@@ -116,7 +129,7 @@ def groups(root: str | os.PathLike[str]) -> tuple[str, list[list[str]], list[int
     """The Parquet files of a dataset grouped so that no source spans two groups (by the source keys of their
     directories; without any, one group), each group's files in name order; with the root and each group's
     size in bytes."""
-    fs, base = _filesystem(root)
+    fs, base = filesystem(root)
     files = _files(fs, base)
     if not files:
         raise ValueError(f"{os.fspath(root)}: no Parquet files (*.parquet) under it")
@@ -133,7 +146,7 @@ def _dataset(root: str | os.PathLike[str], base: str, paths: Sequence[str]) -> A
     pa = _pyarrow()
     import pyarrow.dataset as ds
 
-    fs, _ = _filesystem(root)
+    fs, _ = filesystem(root)
     present = {k for p in paths for k, _ in _keys(base, p)}
     keys = [k for k in SOURCE_KEYS if k in present]
     partitioning = None
@@ -150,18 +163,22 @@ def read(root: str | os.PathLike[str], paths: Sequence[str] | None = None) -> An
     if paths is None:
         _, all_groups, _ = groups(root)
         paths = [p for g in all_groups for p in g]
-    _, base = _filesystem(root)
+    _, base = filesystem(root)
     return _dataset(root, base, paths).scanner(use_threads=False).to_reader()
 
 
-def _replay_files(root: str, paths: list[str], options: Mapping[str, Any]) -> bytes:
-    """An executor's task: replays the sources of some files of a partitioned dataset, read where they live."""
-    return _replay_sources(read(root, paths), **options)
+def _replay_files(root: str | os.PathLike[str], sources: list[list[str]], options: Mapping[str, Any]) -> list[bytes]:
+    """An executor's task, or a local replay: replays some sources of a partitioned dataset (each source's
+    files), read where they live, as many sources at a time as ``options["threads"]``: memory holds only those
+    sources' records and correlators, whatever the number of sources."""
+    at_once = options["threads"]
+    return [_replay_sources(read(root, [p for files in sources[i : i + at_once] for p in files]), **options)
+            for i in range(0, len(sources), at_once)]
 
 
-def _replay_table(table: Any, options: Mapping[str, Any]) -> bytes:
+def _replay_table(table: Any, options: Mapping[str, Any]) -> list[bytes]:
     """An executor's task: replays the sources of a part of a trace sent along."""
-    return _replay_sources(table, **options)
+    return [_replay_sources(table, **options)]
 
 
 def _tasks(sizes: Sequence[int], chunksize: int | None) -> list[list[int]]:
@@ -181,7 +198,7 @@ def _tasks(sizes: Sequence[int], chunksize: int | None) -> list[list[int]]:
     return [sorted(t) for t in tasks if t]
 
 
-def _gather(futures: list[Future[bytes]]) -> list[bytes]:
+def gather(futures: list[Future[_T]]) -> list[_T]:
     """The results in order; the first failure cancels the rest and is raised."""
     try:
         return [f.result() for f in futures]
@@ -197,14 +214,13 @@ def simulate_on(executor: Executor, trace: Any, options: Mapping[str, Any], chun
     if chunksize is not None and (isinstance(chunksize, bool) or not isinstance(chunksize, int) or chunksize < 1):
         raise ValueError(f"chunksize must be an int >= 1, got {chunksize!r}")
     task_options = {**options, "threads": workers or 1}
-    submit: Callable[..., Future[bytes]] = executor.submit
-    futures: list[Future[bytes]] = []
+    submit: Callable[..., Future[list[bytes]]] = executor.submit
+    futures: list[Future[list[bytes]]] = []
     if is_partitioned(trace):
         root = os.fspath(trace)
         _, file_groups, sizes = groups(root)
         for task in _tasks(sizes, chunksize):
-            paths = [p for g in task for p in file_groups[g]]
-            futures.append(submit(_replay_files, root, paths, task_options))
+            futures.append(submit(_replay_files, root, [file_groups[g] for g in task], task_options))
         # The dataset has no order across its files: decisions() would have none to follow.
         decisions_trace = None
     else:
@@ -216,7 +232,30 @@ def simulate_on(executor: Executor, trace: Any, options: Mapping[str, Any], chun
             part = pa.concat_tables([tables[i] for i in task], promote_options="default")
             futures.append(submit(_replay_table, part, task_options))
         decisions_trace = trace if _replayable(trace) else None
-    return _merge_sources(_gather(futures), decisions_trace, **options)
+    return _merge_sources([part for parts in gather(futures) for part in parts], decisions_trace, **options)
+
+
+def simulate_here(root: str | os.PathLike[str], options: Mapping[str, Any], threads: int | None) -> Simulation:
+    """``simulate`` of a partitioned directory in this process, one correlator per source: the sources read
+    and replayed ``threads`` at a time (default: one per CPU), each on a thread of its own."""
+    at_once = (os.cpu_count() or 1) if threads is None else _count_option(threads, "threads")
+    _, file_groups, _ = groups(root)
+    parts = _replay_files(root, file_groups, {**options, "threads": at_once})
+    return _merge_sources(parts, _Records(root), **options)
+
+
+class _Records:
+    """The records of a partitioned dataset in file order, read a batch at a time whenever iterated: the trace
+    that ``Simulation.decisions()`` replays again."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = root
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        from kubevents._tables import to_records
+
+        for batch in read(self.root):
+            yield from to_records(batch)
 
 
 def _replayable(trace: Any) -> bool:

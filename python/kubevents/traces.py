@@ -28,8 +28,10 @@ import random
 import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from kubevents import _partitions
 from kubevents._tables import COLUMNS as TABLE_COLUMNS
 from kubevents._tables import _pyarrow, read_parquet, scan_parquet, to_arrow, to_parquet, to_records
 
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     import pyarrow
 
 __all__ = ["TABLE_COLUMNS", "cluster_storm", "kubelet_storm", "read_parquet", "scan_parquet", "to_arrow", "to_parquet",
-           "to_records"]
+           "to_records", "write_cluster_storm"]
 
 _T0 = 1_767_225_600 * 10**9  # 2026-01-01T00:00:00Z
 _S = 10**9
@@ -100,18 +102,77 @@ def cluster_storm(nodes: int = 200, *, seed: int = 7, minutes: int = 60, control
     Returns a pyarrow ``Table`` with the columns of ``TABLE_COLUMNS`` (needs pyarrow), which ``simulate``
     splits over threads by source; ``to_parquet`` or ``partition_by_source`` write it.
     """
+    _check_storm(nodes, minutes)
+    pa = _pyarrow()
+    tables = [to_arrow(_cluster_node(seed, minutes, k, controllers)) for k in range(nodes)]
+    # Arrow's sort is stable: records of one time keep their node order.
+    return pa.concat_tables(tables, promote_options="default").sort_by("t_ns").combine_chunks()
+
+
+def write_cluster_storm(root: str | os.PathLike[str], nodes: int = 200, *, seed: int = 7, minutes: int = 60,
+                        controllers: bool = True, executor: Executor | None = None,
+                        compression: str = "zstd") -> int:
+    """Writes the trace of ``cluster_storm`` (same arguments, same records) as Parquet partitioned by source
+    under ``root`` (the layout of ``partition_by_source``, one ``part-0.parquet`` per source, each source's
+    records in trace order), node by node, without making the whole trace; returns the number of records.
+
+    Each node's records are made, sorted, and its kubelet's written before the next node's are made, so
+    memory holds one node's records (about 7,000 an hour, 165,000 a day) besides the records of the shared
+    sources (``default-scheduler``, ``replicaset-controller``, ``job-controller``), which are written last,
+    in time order with ties in node order as in ``cluster_storm``. Those grow with the number of pods, not
+    with ``minutes``: the controllers create each node's 13 pods once and the scheduler places them once,
+    26 records per node (13 without ``controllers``). With ``executor`` (e.g. a ``ProcessPoolExecutor``),
+    the nodes are made and written on its workers, which must reach ``root``; each worker holds one node's
+    records at a time.
+
+    ``root`` must not hold Parquet files already. A day of 1,000 nodes (``minutes=1440``) is 165 million
+    records, 2 GB of Parquet; ``simulate(root)``, with an executor or without, replays it with memory bounded
+    by the sources in flight (see ``kubevents.simulate``; figures in BENCHMARKS.md, "A day of 1,000 nodes,
+    streamed to Parquet").
+
+    Example: ``write_cluster_storm("cluster-day/", nodes=1000, minutes=1440, executor=ProcessPoolExecutor())``.
+    """
+    _check_storm(nodes, minutes)
+    fs, base = _partitions.empty_root(root)
+    # Workers may run with another working directory: a local root travels as an absolute path.
+    where = os.fspath(root) if "://" in os.fspath(root) else base
+    args = (where, seed, minutes, controllers, compression)
+    if executor is None:
+        written = [_write_cluster_node(*args, k) for k in range(nodes)]
+    else:
+        written = _partitions.gather([executor.submit(_write_cluster_node, *args, k) for k in range(nodes)])
+    # heapq.merge is stable: records of one time come in node order, as cluster_storm's stable sort leaves them.
+    shared: dict[str, list[dict[str, Any]]] = {}
+    for r in heapq.merge(*(records for _, records in written), key=lambda r: r["t_ns"]):
+        shared.setdefault(r["source_component"], []).append(r)
+    for component, records in shared.items():
+        _partitions.write_source(fs, base, component, "", to_arrow(records), compression)
+    return sum(n for n, _ in written) + sum(map(len, shared.values()))
+
+
+def _check_storm(nodes: object, minutes: object) -> None:
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
         raise ValueError(f"nodes must be an int >= 1, got {nodes!r}")
     if isinstance(minutes, bool) or not isinstance(minutes, int) or minutes < 1:
         raise ValueError(f"minutes must be an int >= 1, got {minutes!r}")
-    pa = _pyarrow()
-    tables = []
-    for k in range(nodes):
-        records = _node_storm(seed + k, minutes, f"node-{k}", f"-n{k}", controllers=controllers)
-        records.sort(key=lambda r: r["t_ns"])
-        tables.append(to_arrow(records))
-    # Arrow's sort is stable: records of one time keep their node order.
-    return pa.concat_tables(tables, promote_options="default").sort_by("t_ns").combine_chunks()
+
+
+def _cluster_node(seed: int, minutes: int, k: int, controllers: bool) -> list[dict[str, Any]]:
+    """The records of node ``k`` of ``cluster_storm``, in time order (ties in the order they were made)."""
+    records = _node_storm(seed + k, minutes, f"node-{k}", f"-n{k}", controllers=controllers)
+    records.sort(key=lambda r: r["t_ns"])
+    return records
+
+
+def _write_cluster_node(root: str, seed: int, minutes: int, controllers: bool, compression: str,
+                        k: int) -> tuple[int, list[dict[str, Any]]]:
+    """Writes the kubelet records of node ``k`` of ``cluster_storm`` under ``root``; returns how many, and the
+    node's records of the shared sources, in time order."""
+    records = _cluster_node(seed, minutes, k, controllers)
+    kubelet = [r for r in records if r["source_component"] == "kubelet"]
+    fs, base = _partitions.filesystem(root)
+    _partitions.write_source(fs, base, "kubelet", f"node-{k}", to_arrow(kubelet), compression)
+    return len(kubelet), [r for r in records if r["source_component"] != "kubelet"]
 
 
 def _node_storm(seed: int, minutes: int, node: str, tag: str, *, controllers: bool) -> list[dict[str, Any]]:
