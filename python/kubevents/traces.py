@@ -130,7 +130,8 @@ def write_cluster_storm(root: str | os.PathLike[str], nodes: int = 200, *, seed:
     by the sources in flight (see ``kubevents.simulate``; figures in BENCHMARKS.md, "A day of 1,000 nodes,
     streamed to Parquet").
 
-    Example: ``write_cluster_storm("cluster-day/", nodes=1000, minutes=1440, executor=ProcessPoolExecutor())``.
+    Example: ``write_cluster_storm("cluster-day/", nodes=1000, minutes=1440,
+    executor=ProcessPoolExecutor(mp_context=multiprocessing.get_context("spawn")))``.
     """
     _check_storm(nodes, minutes)
     fs, base = _partitions.empty_root(root)
