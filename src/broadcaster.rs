@@ -299,10 +299,13 @@ impl EventBroadcaster {
         self.wait_shut_down(timeout)
     }
 
-    /// For the exit hook: `shutdown`, waiting up to `wait`; returns the deliveries still pending.
-    pub fn exit_flush(&self, wait: Duration) -> u64 {
+    /// For the exit hook: `shutdown`, waiting up to `wait`; returns the deliveries still pending and the
+    /// events the sink gave up meanwhile.
+    pub fn exit_flush(&self, wait: Duration) -> (u64, u64) {
+        let before = self.stats().writes.abandoned;
         self.shutdown(Some(wait));
-        self.stats().pending
+        let after = self.stats();
+        (after.pending, after.writes.abandoned - before)
     }
 
     /// Events the watchers' full queues dropped, all watchers together.

@@ -401,7 +401,7 @@ fn handler_failures_are_counted_and_reported() {
 #[test]
 fn exit_flush_shuts_down_and_answers_what_is_pending() {
     let b = EventBroadcaster::new(options(Arc::new(FakeClock::new(START))), Arc::new(Quiet)).unwrap();
-    assert_eq!(b.exit_flush(Duration::from_secs(10)), 0);
+    assert_eq!(b.exit_flush(Duration::from_secs(10)), (0, 0));
     assert!(b.wait_shut_down(Some(Duration::ZERO)));
 }
 

@@ -15,7 +15,7 @@ use super::correlator::{key_funcs_from_py, CorrelatorArgs};
 use super::errors::{int_opt, str_opt};
 use super::gil::GilTurns;
 use super::lifecycle;
-use super::pipeline::{aclose, aenter, retry_arg, PipelineArgs, PyReporter, PyWatcher, Watching};
+use super::pipeline::{aclose, broadcaster_pymethods, retry_arg, PipelineArgs, PyReporter, PyWatcher, Watching};
 use super::reference::reference_of;
 use super::sink::{Guard, PySink};
 use crate::broadcaster::{
@@ -88,8 +88,7 @@ impl Drop for PyBroadcaster {
     }
 }
 
-#[pymethods]
-impl PyBroadcaster {
+broadcaster_pymethods!(PyBroadcaster {
     #[new]
     #[pyo3(signature = (*, clock=None, sleep_duration=None, max_tries=12, queue_length=1000, full_channel="drop",
                         lru_cache_size=4096, burst=25, qps=CorrelatorArgs::DEFAULT.qps, max_events=10, max_interval=600,
@@ -256,37 +255,7 @@ impl PyBroadcaster {
         let s = lifecycle::detach(py, || self.shared.core().stats());
         Ok(pythonize::pythonize(py, &s)?.cast_into::<PyDict>()?)
     }
-
-    /// For the exit hook: shuts down, waiting up to `timeout` seconds, and answers what was not delivered.
-    fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (String, u64, u64) {
-        let s = &self.shared;
-        let (undelivered, given_up) = s.watching.exit_flush(py, timeout, |wait| {
-            let before = s.core().stats().writes.abandoned;
-            (s.core().exit_flush(wait), s.core().stats().writes.abandoned - before)
-        });
-        (s.registration.name().to_owned(), undelivered, given_up)
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<()> {
-        self.shutdown(py, None)?;
-        Ok(())
-    }
-
-    fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        aenter(slf.into_any())
-    }
-
-    /// `aclose()`: shuts down off the loop, so that async sinks can still run on it.
-    #[pyo3(signature = (*_exc))]
-    fn __aexit__<'py>(slf: Bound<'py, Self>, _exc: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
-        Self::aclose(&slf, None)
-    }
-}
+});
 
 impl PyBroadcaster {
     fn start_lines(

@@ -276,3 +276,51 @@ fn handler_failed<I: Send + 'static, O: Clone + Send + 'static>(
     let traceback = if kept { None } else { traceback_once(&g.failures, py, &e) };
     p.handler_failed(what, &error, kept, traceback.as_deref());
 }
+
+/// `#[pymethods]` for a broadcaster class `$ty`: its own methods, then what both broadcaster classes have alike
+/// (pyo3 takes one `#[pymethods]` block per class): the exit hook's `_exit_flush` and the context managers over
+/// `$ty`'s `shutdown` and `aclose`. `$ty` holds `shared`, with `watching`, `registration` and a `core()` whose
+/// `exit_flush(wait)` answers the events not delivered and those given up.
+macro_rules! broadcaster_pymethods {
+    ($ty:ty { $($methods:tt)* }) => {
+        #[pyo3::pymethods]
+        impl $ty {
+            $($methods)*
+
+            /// For the exit hook: shuts down, waiting up to `timeout` seconds, and answers what was not delivered.
+            fn _exit_flush(&self, py: pyo3::Python<'_>, timeout: f64) -> (String, u64, u64) {
+                let s = &self.shared;
+                let (undelivered, given_up) = s.watching.exit_flush(py, timeout, |wait| s.core().exit_flush(wait));
+                (s.registration.name().to_owned(), undelivered, given_up)
+            }
+
+            fn __enter__(slf: pyo3::Py<Self>) -> pyo3::Py<Self> {
+                slf
+            }
+
+            #[pyo3(signature = (*_exc))]
+            fn __exit__(
+                &self,
+                py: pyo3::Python<'_>,
+                _exc: &pyo3::Bound<'_, pyo3::types::PyTuple>,
+            ) -> pyo3::PyResult<()> {
+                self.shutdown(py, None)?;
+                Ok(())
+            }
+
+            fn __aenter__<'py>(slf: pyo3::Bound<'py, Self>) -> pyo3::PyResult<pyo3::Bound<'py, pyo3::PyAny>> {
+                $crate::py::pipeline::aenter(slf.into_any())
+            }
+
+            /// `aclose()`: shuts down off the loop, so that async sinks can still run on it.
+            #[pyo3(signature = (*_exc))]
+            fn __aexit__<'py>(
+                slf: pyo3::Bound<'py, Self>,
+                _exc: &pyo3::Bound<'py, pyo3::types::PyTuple>,
+            ) -> pyo3::PyResult<pyo3::Bound<'py, pyo3::PyAny>> {
+                Self::aclose(&slf, None)
+            }
+        }
+    };
+}
+pub(crate) use broadcaster_pymethods;

@@ -15,7 +15,7 @@ use super::convert::{event_v1_to_py, type_name};
 use super::errors::{int_arg, int_opt, str_arg};
 use super::gil::GilTurns;
 use super::lifecycle;
-use super::pipeline::{aclose, aenter, retry_arg, PipelineArgs, PyReporter, PyWatcher, Watching};
+use super::pipeline::{aclose, broadcaster_pymethods, retry_arg, PipelineArgs, PyReporter, PyWatcher, Watching};
 use super::reference::reference_of;
 use super::sink::{Guard, PySink};
 use crate::error::{count_option, Error};
@@ -124,6 +124,10 @@ struct EventsBinding {
 }
 
 impl EventsBinding {
+    fn core(&self) -> &EventsBroadcaster {
+        &self.core
+    }
+
     fn guard(&self) -> &Guard {
         &self.watching.guard
     }
@@ -156,8 +160,7 @@ impl Drop for PyEventsBroadcaster {
     }
 }
 
-#[pymethods]
-impl PyEventsBroadcaster {
+broadcaster_pymethods!(PyEventsBroadcaster {
     #[new]
     #[pyo3(signature = (*, clock=None, sleep_duration=None, max_tries=12, cache_size=4096, queue_length=1000,
                         catch_up_wait=None, name=None, log_interval=None, seed=None))]
@@ -314,37 +317,7 @@ impl PyEventsBroadcaster {
         let s = lifecycle::detach(py, || self.shared.core.stats());
         Ok(pythonize::pythonize(py, &s)?.cast_into::<PyDict>()?)
     }
-
-    /// For the exit hook: shuts down, waiting up to `timeout` seconds, and answers what was not delivered.
-    fn _exit_flush(&self, py: Python<'_>, timeout: f64) -> (String, u64, u64) {
-        let s = &self.shared;
-        let (undelivered, given_up) = s.watching.exit_flush(py, timeout, |wait| {
-            let before = s.core.stats().writes.abandoned;
-            (s.core.exit_flush(wait), s.core.stats().writes.abandoned - before)
-        });
-        (s.registration.name().to_owned(), undelivered, given_up)
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<()> {
-        self.shutdown(py, None)?;
-        Ok(())
-    }
-
-    fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        aenter(slf.into_any())
-    }
-
-    /// `aclose()`: shuts down off the loop, so that async sinks can still run on it.
-    #[pyo3(signature = (*_exc))]
-    fn __aexit__<'py>(slf: Bound<'py, Self>, _exc: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
-        Self::aclose(&slf, None)
-    }
-}
+});
 
 /// client-go's `tools/events` `EventRecorder` for one reporting controller and instance; `eventf` never
 /// blocks.

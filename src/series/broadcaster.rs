@@ -250,11 +250,13 @@ impl EventsBroadcaster {
         self.shared.pipeline.wait_shut_down(Some(slice))
     }
 
-    /// For the exit hook: `begin_shutdown`, waiting up to `wait`; returns the events not written.
-    pub fn exit_flush(&self, wait: Duration) -> u64 {
+    /// For the exit hook: `begin_shutdown`, waiting up to `wait`; returns the events not written and the
+    /// events the sink gave up meanwhile.
+    pub fn exit_flush(&self, wait: Duration) -> (u64, u64) {
+        let before = self.stats().writes.abandoned;
         self.begin_shutdown();
         self.wait_shut_down(wait);
-        self.shared.pending()
+        (self.shared.pending(), self.stats().writes.abandoned - before)
     }
 
     /// Never waits for the sink's thread: its counters are as of its last write.

@@ -332,7 +332,7 @@ fn exit_flush_writes_what_is_queued_and_ends_the_thread() {
     let sink = Sink::default();
     let b = started(&clock, &sink);
     record(&b, "a");
-    assert_eq!(b.exit_flush(LONG), 0);
+    assert_eq!(b.exit_flush(LONG), (0, 0));
     assert!(b.wait_shut_down(Duration::ZERO));
     assert_eq!(lock(&sink.log).calls.first().map(|c| c.0), Some("create"));
 }
